@@ -40,9 +40,12 @@ class TravelRow:
     @cached_property
     def catalog(self):
         """The parsed reference catalog (raises CatalogParseError naming the record on bad input)."""
-        from travel.data.catalog import parse_reference_catalog
+        from travel.data.catalog import CatalogParseError, parse_reference_catalog
 
-        return parse_reference_catalog(self.reference_records)
+        try:
+            return parse_reference_catalog(self.reference_records)
+        except CatalogParseError as exc:
+            raise CatalogParseError(f"row {self.source_index} ({self.id}): field 'reference_information': {exc}") from exc
 
     @cached_property
     def scaffold(self):

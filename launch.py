@@ -1,0 +1,26 @@
+"""The one entry point: compose conf/ with Hydra, build the Run it describes, and call it.
+
+    python launch.py mode=dry data=synthetic
+    python launch.py algorithm=madpo_iter comparator=history1
+    python launch.py --multirun seed=1,2,3 hydra/launcher=submitit_slurm
+"""
+
+import warnings
+
+import hydra
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+# conf/hydra/launcher/submitit_*.yaml fill the plugin's schema from the hardware option; Hydra still
+# validates them against that schema and warns that same-name matching is deprecated.
+warnings.filterwarnings("ignore", message=r".*is validated against ConfigStore schema with the same name.*")
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig):
+    run = instantiate(cfg.run, cfg=cfg, _recursive_=False)
+    return run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Trainers (MAGRPO and the preference algorithms), their schedules, and the shared rollout and loss code."""

@@ -1,0 +1,160 @@
+"""The scalable curriculum: filter candidate rows, stratified train/eval split, eval panels, short set.
+
+The split reproduces the earlier implementation call for call (`random.Random(seed)`, one shuffle per
+stratum in sorted stratum order, then one shuffle of the whole train list), so the default config yields
+eval panels P1..P5 = [19, 74, 29, 90], [5, 68, 20, 80], [14, 63, 39, 94], [4, 71, 22, 88], [9, 70, 33, 92].
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from travel.data.row import TravelRow
+
+
+class CurriculumError(ValueError):
+    """A curriculum option that cannot work; the message names the option."""
+
+
+@dataclass(frozen=True)
+class CurriculumSplit:
+    candidates: tuple[TravelRow, ...]
+    train: tuple[TravelRow, ...]  # training order
+    eval: tuple[TravelRow, ...]  # interleaved: panel p holds eval[p*panel_size:(p+1)*panel_size]
+    panel_size: int
+    short_days: tuple[int, ...]
+
+    @property
+    def panels(self) -> tuple[tuple[TravelRow, ...], ...]:
+        size = self.panel_size
+        return tuple(self.eval[i : i + size] for i in range(0, len(self.eval), size))
+
+    @property
+    def anchor(self) -> tuple[TravelRow, ...]:
+        """The fixed periodic-evaluation panel (P1)."""
+        return self.panels[0] if self.eval else ()
+
+    @property
+    def short(self) -> tuple[TravelRow, ...]:
+        """Train rows of the short phase, in training order."""
+        return tuple(row for row in self.train if row.days in self.short_days)
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    return (0, float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, str(value))
+
+
+def _allow(values: Optional[Sequence[Any]], value: Any, fold: bool = False) -> bool:
+    if values is None:
+        return True
+    if fold:
+        return str(value).casefold() in {str(v).casefold() for v in values}
+    return value in values
+
+
+class ScalableCurriculum:
+    """Filters by days / level / city count, then splits each (days, level) cell into train and eval rows."""
+
+    STRATIFY_FIELDS = ("days", "level", "visiting_city_number", "people_number")
+
+    def __init__(
+        self,
+        days: Optional[Sequence[int]] = (3, 5),
+        levels: Optional[Sequence[str]] = ("easy", "medium"),
+        visiting_city_numbers: Optional[Sequence[int]] = (1, 2),
+        select_shortest: Optional[int] = 80,
+        max_reference_chars: Optional[int] = None,
+        stratify_by: Sequence[str] = ("days", "level"),
+        interleave_eval: bool = True,
+        seed: int = 42,
+        train_per_cell: int = 15,
+        eval_per_cell: int = 5,
+        eval_panel_size: int = 4,
+        short_days: Sequence[int] = (3,),
+        short_epochs: int = 8,
+    ):
+        for name, value in (("train_per_cell", train_per_cell), ("eval_per_cell", eval_per_cell)):
+            if int(value) < 0:
+                raise CurriculumError(f"curriculum.{name}={value}: must be >= 0")
+        if eval_panel_size < 1:
+            raise CurriculumError(f"curriculum.eval_panel_size={eval_panel_size}: must be >= 1")
+        if short_epochs < 0:
+            raise CurriculumError(f"curriculum.short_epochs={short_epochs}: must be >= 0")
+        unknown = [f for f in stratify_by if f not in self.STRATIFY_FIELDS]
+        if unknown:
+            raise CurriculumError(
+                f"curriculum.stratify_by: unknown field {unknown[0]!r}; choose from {', '.join(self.STRATIFY_FIELDS)}"
+            )
+        self.days = None if days is None else tuple(int(d) for d in days)
+        self.levels = None if levels is None else tuple(str(level) for level in levels)
+        self.visiting_city_numbers = None if visiting_city_numbers is None else tuple(int(v) for v in visiting_city_numbers)
+        self.select_shortest = select_shortest
+        self.max_reference_chars = max_reference_chars
+        self.stratify_by = tuple(stratify_by)
+        self.interleave_eval = bool(interleave_eval)
+        self.seed = int(seed)
+        self.train_per_cell = int(train_per_cell)
+        self.eval_per_cell = int(eval_per_cell)
+        self.eval_panel_size = int(eval_panel_size)
+        self.short_days = tuple(int(d) for d in short_days)
+        self.short_epochs = int(short_epochs)
+
+    def filter(self, rows: Sequence[TravelRow]) -> list[TravelRow]:
+        kept = [
+            row
+            for row in rows
+            if _allow(self.days, row.days)
+            and _allow(self.levels, row.level, fold=True)
+            and _allow(self.visiting_city_numbers, row.visiting_city_number)
+            and (self.max_reference_chars is None or row.reference_chars <= self.max_reference_chars)
+        ]
+        if self.select_shortest is not None and int(self.select_shortest) < len(kept):
+            kept = sorted(kept, key=lambda r: (r.reference_chars, r.source_index))[: int(self.select_shortest)]
+        return kept
+
+    def split(self, rows: Sequence[TravelRow]) -> CurriculumSplit:
+        """Filter `rows` (source order) and split them; raises CurriculumError naming the option that cannot work."""
+        candidates = self.filter(rows)
+        if not candidates:
+            raise CurriculumError(
+                f"curriculum filters (days={self.days}, levels={self.levels}, "
+                f"visiting_city_numbers={self.visiting_city_numbers}) keep no rows out of {len(rows)}"
+            )
+        groups: dict[tuple, list[TravelRow]] = {}
+        for row in candidates:
+            groups.setdefault(tuple(getattr(row, f) for f in self.stratify_by), []).append(row)
+        keys = sorted(groups, key=lambda key: tuple(_sort_key(v) for v in key))
+        need = self.train_per_cell + self.eval_per_cell
+        for key in keys:
+            if len(groups[key]) < need:
+                raise CurriculumError(
+                    f"curriculum.train_per_cell={self.train_per_cell} + curriculum.eval_per_cell={self.eval_per_cell} "
+                    f"= {need} rows per cell, but cell {dict(zip(self.stratify_by, key))} has only "
+                    f"{len(groups[key])} candidate rows"
+                )
+        rng = random.Random(self.seed)
+        train: list[TravelRow] = []
+        eval_groups: list[list[TravelRow]] = []
+        for key in keys:
+            group = list(groups[key])
+            rng.shuffle(group)
+            eval_groups.append(group[: self.eval_per_cell])
+            train.extend(group[self.eval_per_cell : need])
+        rng.shuffle(train)
+        if self.interleave_eval:
+            evals = [eval_groups[g][i] for i in range(self.eval_per_cell) for g in range(len(keys))]
+        else:
+            evals = [row for group in eval_groups for row in group]
+        if len(evals) % self.eval_panel_size:
+            raise CurriculumError(
+                f"curriculum.eval_panel_size={self.eval_panel_size} does not divide the {len(evals)} eval rows"
+            )
+        split = CurriculumSplit(tuple(candidates), tuple(train), tuple(evals), self.eval_panel_size, self.short_days)
+        if self.short_epochs and not split.short:
+            raise CurriculumError(
+                f"curriculum.short_days={list(self.short_days)}: no train row has that many days, "
+                f"but curriculum.short_epochs={self.short_epochs}"
+            )
+        return split

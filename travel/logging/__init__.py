@@ -1,0 +1,1 @@
+"""Logging: the metrics tracker, eval aggregation, run reports and plots."""

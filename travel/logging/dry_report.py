@@ -1,0 +1,69 @@
+"""The dry-run report: what a run would train and evaluate on, and what it would cost, without weights."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from travel.run import Run
+
+
+def _indices(rows) -> list[int]:
+    return [row.source_index for row in rows]
+
+
+def build_dry_report(run: "Run") -> dict[str, Any]:
+    """Loads and checks the data (raising on unusable train/eval rows) and returns the JSON-ready report."""
+    data = run.data
+    split = data.split
+    failures = data.catalog_failures(data.rows)
+    data.check_catalogs()
+    schedule = run.schedule
+    candidates = [row for row in split.candidates if row.source_index not in failures]
+    chars = [row.reference_chars for row in split.candidates]
+    return {
+        "source": data.source.describe(),
+        "source_rows": len(data.rows),
+        "candidate_rows": len(split.candidates),
+        "train_rows": len(split.train),
+        "eval_rows": len(split.eval),
+        "short_rows": len(split.short),
+        "train_source_indices": _indices(split.train),
+        "eval_panels": [_indices(panel) for panel in split.panels],
+        "short_source_indices": _indices(split.short),
+        "algorithm": run.cfg.algorithm.name,
+        "env_steps": schedule.env_steps,
+        "env_steps_by_phase": schedule.env_steps_by_phase(),
+        "optimizer_updates_per_agent": schedule.optimizer_updates_per_agent,
+        "eval_env_steps": schedule.eval_env_steps(),
+        "catalog_parse_failures": sorted(failures),
+        "catalog_parse_errors": {str(i): message for i, message in sorted(failures.items())},
+        "catalog_counts": {str(row.source_index): row.catalog.counts() for row in candidates},
+        "reference_chars": {
+            "min": min(chars),
+            "max": max(chars),
+            "median": statistics.median(chars),
+        },
+        "required_slots": {
+            str(row.source_index): [[day, field] for day, field in sorted(row.required_slots)] for row in candidates
+        },
+    }
+
+
+def format_dry_report(report: dict[str, Any]) -> str:
+    """A short human-readable summary of the report."""
+    chars = report["reference_chars"]
+    phases = ", ".join(f"{name} {steps}" for name, steps in report["env_steps_by_phase"].items())
+    lines = [
+        f"dry run: {report['source']}",
+        f"  rows        source {report['source_rows']}, candidates {report['candidate_rows']}, "
+        f"train {report['train_rows']} (short {report['short_rows']}), eval {report['eval_rows']}",
+        f"  reference   {chars['min']:,}-{chars['max']:,} chars (median {chars['median']:,})",
+        f"  catalogs    {len(report['catalog_parse_failures'])} parse failures",
+        f"  budget      {report['algorithm']}: {report['env_steps']} env steps ({phases}), "
+        f"{report['optimizer_updates_per_agent']} optimizer updates per agent, "
+        f"{len(report['eval_env_steps'])} evaluations",
+        "  eval panels " + "  ".join(f"P{i + 1} {panel}" for i, panel in enumerate(report["eval_panels"])),
+    ]
+    return "\n".join(lines)
