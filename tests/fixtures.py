@@ -174,7 +174,11 @@ def three_day_records(restaurants: Sequence[tuple[str, int, str]] = tuple(_BETA_
     ]
 
 
-def five_day_records() -> list[dict[str, str]]:
+def five_day_records(
+    middle_flights: Sequence[tuple[str, int]] = (("F200", 30),), middle_self_driving: int | None = None
+) -> list[dict[str, str]]:
+    """The 5-day reference records; `middle_flights=()` makes the day-3 flight unavailable (the hub's
+    "There is no flight" text) and `middle_self_driving=<cost>` offers Self-driving Beta->Gamma."""
     records: list[dict[str, str]] = []
     for city in ("Beta", "Gamma"):
         records += [
@@ -183,7 +187,11 @@ def five_day_records() -> list[dict[str, str]]:
             accommodations_record(city, _CITY_LODGING),
         ]
     records += _leg("Alpha", "Beta", "2022-01-01", [("F100", 20)])
-    records += _leg("Beta", "Gamma", "2022-01-03", [("F200", 30)])
+    records += [
+        flight_record("Beta", "Gamma", "2022-01-03", middle_flights),
+        ground_record("Self-driving", "Beta", "Gamma", middle_self_driving),
+        ground_record("Taxi", "Beta", "Gamma"),
+    ]
     records += _leg("Gamma", "Alpha", "2022-01-05", [("F300", 25)])
     records += [ground_record("Taxi", "Gamma", "Beta", 5), ground_record("Taxi", "Beta", "Alpha", 5)]
     return records
