@@ -161,10 +161,7 @@ def test_taxi_may_mix_with_flights_but_self_driving_may_not():
 
 
 def test_unavailable_middle_flight_with_only_self_driving_is_infeasible():
-    records = five_day_records()
-    middle = next(i for i, r in enumerate(records) if r["Description"] == "Flight from Beta to Gamma on 2022-01-03")
-    records[middle] = flight_record("Beta", "Gamma", "2022-01-03", [])
-    records.append(ground_record("Self-driving", "Beta", "Gamma", 40))
+    records = five_day_records(middle_flights=(), middle_self_driving=40)
     contract = budget_contract(five_day_fixture_row(reference_information=reference_information(records)))
     # leg 2 can only be driven and legs 1 and 3 can only be flown: no single family covers all legs
     assert contract.logistics_floor_cents is None and contract.reason == NO_LOGISTICS_PLAN

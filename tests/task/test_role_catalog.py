@@ -6,7 +6,6 @@ import pytest
 
 from tests.fixtures import (
     accommodations_record,
-    attractions_record,
     duplicate_name_raw,
     five_day_fixture_row,
     five_day_records,
@@ -186,10 +185,7 @@ def test_both_roles_share_the_scaffold_block():
 
 
 def test_unavailable_middle_flight_keeps_the_move_and_lists_self_driving_separately():
-    records = five_day_records()
-    middle = next(i for i, r in enumerate(records) if r["Description"] == "Flight from Beta to Gamma on 2022-01-03")
-    records[middle] = flight_record("Beta", "Gamma", "2022-01-03", [])
-    records.append(ground_record("Self-driving", "Beta", "Gamma", 40))
+    records = five_day_records(middle_flights=(), middle_self_driving=40)
     row = five_day_fixture_row(reference_information=reference_information(records))
     kinds = [line.split(" kind=")[1].split(" ")[0] for line in scaffold_lines(row)[2:]]
     assert kinds == ["move", "stay", "move", "stay", "move"]
