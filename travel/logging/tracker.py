@@ -1,0 +1,106 @@
+"""Tracker: every metric record goes to `metrics.jsonl`; a compact allow-listed surface goes to W&B.
+
+W&B conventions (SEED.md "End metrics"): `env_step` is a hidden x-axis with no summary, `eval/*` and
+`turn_1/*` are plotted against it, `iter/*` against `iter/current_iteration`; `wandb.log` is never given
+an explicit `step=`, so W&B's own history step advances independently and two records at the same env
+step never overwrite each other. `train/*`, `eval_full/*` and sample tables are never uploaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+UPLOADED = (
+    re.compile(r"eval/[a-z_]+"),
+    re.compile(r"turn_1/(reward_mean|expected_return)"),
+    re.compile(r"iter/[a-z0-9_/]+"),
+)
+
+
+def uploadable(key: str) -> bool:
+    return any(pattern.fullmatch(key) for pattern in UPLOADED)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value
+
+
+class Tracker:
+    """Append-only metrics log (flushed per record, so a crash keeps what was written) plus optional W&B."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        wandb_mode: Optional[str] = None,  # None: no W&B; else "online" | "offline" | "disabled"
+        project: str = "Travel",
+        entity: Optional[str] = None,
+        name: Optional[str] = None,
+        group: Optional[str] = None,
+        tags: tuple[str, ...] = (),
+        config: Optional[Mapping[str, Any]] = None,
+    ):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "metrics.jsonl"
+        self._file = self.path.open("a", encoding="utf-8")
+        self._wandb = None
+        if wandb_mode is not None:
+            self._init_wandb(wandb_mode, project, entity, name, group, tags, config)
+
+    def _init_wandb(self, mode, project, entity, name, group, tags, config) -> None:
+        if mode not in ("online", "offline", "disabled"):
+            raise ValueError(f"logger.mode={mode!r}: choose online, offline or disabled")
+        import wandb
+
+        self._wandb = wandb.init(
+            mode=mode,
+            project=project,
+            entity=entity,
+            name=name,
+            group=group,
+            tags=list(tags),
+            dir=str(self.run_dir),
+            config=dict(config or {}),
+            reinit="finish_previous",
+        )
+        self._wandb.define_metric("env_step", hidden=True, summary="none")
+        self._wandb.define_metric("eval/*", step_metric="env_step")
+        self._wandb.define_metric("turn_1/*", step_metric="env_step")
+        self._wandb.define_metric("iter/current_iteration", hidden=True, summary="none")
+        self._wandb.define_metric("iter/*", step_metric="iter/current_iteration")
+
+    @property
+    def wandb_run(self):
+        return self._wandb
+
+    def log(self, metrics: Mapping[str, Any], *, env_step: int, upload: bool = True) -> None:
+        """Write one record; with W&B, also upload its allow-listed keys (one committed write)."""
+        record = {"env_step": int(env_step), **{k: _jsonable(v) for k, v in metrics.items()}}
+        self._file.write(json.dumps(record, sort_keys=False) + "\n")
+        self._file.flush()
+        if self._wandb is not None and upload:
+            payload = {k: v for k, v in record.items() if uploadable(k)}
+            if payload:
+                axis = {"iter/current_iteration": record["iter/current_iteration"]} if "iter/current_iteration" in record else {}
+                self._wandb.log({"env_step": int(env_step), **axis, **payload})
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+    def __enter__(self) -> "Tracker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
