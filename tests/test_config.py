@@ -36,6 +36,9 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
     assert curriculum.train_per_cell >= 0
     assert cfg.algorithm.num_generations >= 2 and cfg.algorithm.name
     assert len(cfg.hardware.agent_devices) == 2
+    assert instantiate(cfg.reward).reward_range == (-0.25, 1.0)
+    tracker = instantiate(cfg.logger)(run_dir=tmp_path / "logs", **({"wandb_mode": "disabled"} if cfg.logger.wandb_mode else {}))
+    tracker.close()
     run = Run(cfg, run_dir=str(tmp_path))
     assert run.cfg.mode.name in Run.MODES
     run.save_config()

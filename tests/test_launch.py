@@ -38,6 +38,14 @@ def test_dry_run_on_synthetic_rows(tmp_path):
     assert len(report["train_source_indices"]) == 60
     assert set(report["catalog_counts"]) == set(report["required_slots"]) and len(report["catalog_counts"]) == 80
     assert 9000 <= report["reference_chars"]["min"] <= report["reference_chars"]["median"] <= report["reference_chars"]["max"]
+    assert report["reward_range"] == [-0.25, 1.0] and report["all_dash_probe_reward"] == 0.08
+    assert report["all_dash_probe"] == {
+        "team_action_success": 1.0, "required_grounded_recall": 0.0, "required_cooperative_contribution": 0.0,
+    }
+    for role in ("logistics", "experience"):
+        lengths = report["prompt_chars"][role]
+        assert len(lengths["per_row"]) == 80 and 0 < lengths["min"] <= lengths["median"] <= lengths["max"]
+    assert sum(report["budget_contract"].values()) == 80
     assert "eval panels" in result.stdout and "5040 env steps" in result.stdout
 
 

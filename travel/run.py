@@ -41,6 +41,10 @@ class Run:
         return DataModule(instantiate(self.cfg.data), instantiate(self.cfg.curriculum))
 
     @cached_property
+    def reward_config(self):
+        return instantiate(self.cfg.reward)
+
+    @cached_property
     def schedule(self) -> TrainingSchedule:
         algorithm = self.cfg.algorithm
         return curriculum_schedule(

@@ -13,6 +13,42 @@ def _indices(rows) -> list[int]:
     return [row.source_index for row in rows]
 
 
+def _spread(values) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def environment_checks(rows, reward_config) -> dict[str, Any]:
+    """Reward range, the all-dash probe, role prompt lengths and budget-contract feasibility over `rows`."""
+    from travel.reward import score_joint_action
+    from travel.task.budget_contract import budget_contract
+    from travel.task.fields import owned_slots
+    from travel.task.prompts import build_role_prompt
+    from travel.task.roles import ROLES, format_action
+
+    probes, prompt_chars, contracts = [], {role.name.lower(): {} for role in ROLES}, {}
+    for row in rows:
+        dash = [format_action(a, [(d, f, "-") for d, f in owned_slots(a, row.days)]) for a in range(len(ROLES))]
+        probes.append(score_joint_action(row, dash, reward_config))
+        for agent_id, role in enumerate(ROLES):
+            prompt = build_role_prompt(row, agent_id)
+            prompt_chars[role.name.lower()][str(row.source_index)] = len(prompt.system) + len(prompt.user)
+        reason = budget_contract(row).reason
+        contracts[reason] = contracts.get(reason, 0) + 1
+    dash_rewards = sorted({probe.reward for probe in probes})
+    return {
+        "reward_range": list(reward_config.reward_range),
+        "all_dash_probe_reward": dash_rewards[0] if len(dash_rewards) == 1 else dash_rewards,
+        "all_dash_probe": {
+            key: statistics.fmean(probe.metrics[key] for probe in probes)
+            for key in ("team_action_success", "required_grounded_recall", "required_cooperative_contribution")
+        },
+        "prompt_chars": {
+            role: {**_spread(list(per_row.values())), "per_row": per_row} for role, per_row in prompt_chars.items()
+        },
+        "budget_contract": contracts,
+    }
+
+
 def build_dry_report(run: "Run") -> dict[str, Any]:
     """Loads and checks the data (raising on unusable train/eval rows) and returns the JSON-ready report."""
     data = run.data
@@ -22,7 +58,7 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
     schedule = run.schedule
     candidates = [row for row in split.candidates if row.source_index not in failures]
     chars = [row.reference_chars for row in split.candidates]
-    return {
+    report = {
         "source": data.source.describe(),
         "source_rows": len(data.rows),
         "candidate_rows": len(split.candidates),
@@ -49,6 +85,8 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
             str(row.source_index): [[day, field] for day, field in sorted(row.required_slots)] for row in candidates
         },
     }
+    report.update(environment_checks((*split.train, *split.eval), run.reward_config))
+    return report
 
 
 def format_dry_report(report: dict[str, Any]) -> str:
@@ -65,5 +103,9 @@ def format_dry_report(report: dict[str, Any]) -> str:
         f"{report['optimizer_updates_per_agent']} optimizer updates per agent, "
         f"{len(report['eval_env_steps'])} evaluations",
         "  eval panels " + "  ".join(f"P{i + 1} {panel}" for i, panel in enumerate(report["eval_panels"])),
+        f"  reward      range {report['reward_range']}, all-dash probe {report['all_dash_probe_reward']}",
+        "  prompts     "
+        + ", ".join(f"{role} {v['min']:,}-{v['max']:,} chars (median {v['median']:,})" for role, v in report["prompt_chars"].items()),
+        "  contracts   " + ", ".join(f"{reason} {count}" for reason, count in sorted(report["budget_contract"].items())),
     ]
     return "\n".join(lines)
