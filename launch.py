@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 # conf/hydra/launcher/submitit_*.yaml fill the plugin's schema from the hardware option; Hydra still
 # validates them against that schema and warns that same-name matching is deprecated.
-warnings.filterwarnings("ignore", message=r".*is validated against ConfigStore schema with the same name.*")
+warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema with the same name")
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
