@@ -354,6 +354,14 @@ def test_transportation_hard_check(rule, passes):
     assert detail["ultimate/reference_hard_macro"] == float(passes)
 
 
+@pytest.mark.parametrize("rule, passes", [("no flight", True), ("no self-driving", True), ("no boats", False)])
+def test_transportation_rule_without_any_transport(rule, passes):
+    row = fixture_row(level="medium", local_constraint={"transportation": rule})
+    plan = edited(valid_plan_values(row), {(1, "transportation"): "-", (3, "transportation"): "-"})
+    detail = evaluate(plan, row)
+    assert detail["hard_pass/transportation"] == float(passes)  # known rules hold vacuously, unknown ones fail
+
+
 @pytest.mark.parametrize(
     "cuisines, soft", [(["Indian"], 1.0), (["French"], 0.0), (["Indian", "French"], 0.5), ("american", 1.0)]
 )

@@ -145,6 +145,22 @@ def test_self_loop_cannot_erase_the_experience_requirements():
     assert working["ultimate/collaboration_success"] == 0.0
 
 
+def test_empty_required_role_counts_as_zero_not_vacuous_success():
+    # two travel days with a dated flight each: no stay day, so experience has no required slot
+    row = fixture_row(days=2, date=repr(["2022-01-01", "2022-01-03"]))
+    assert [leg.kind for leg in row.scaffold] == ["move", "move"]
+    plan = [
+        {**VALID[0]},
+        {**VALID[2], "day": 2},
+    ]
+    detail = evaluate_joint_action([role_action_text(0, plan, 2), all_dash_action_text(1, 2)], row)
+    assert detail["agent_0/required_grounded_contribution"] == 1.0
+    assert detail["agent_1/verified_contribution"] == 1.0  # every "-" is allowed
+    assert detail["agent_1/required_grounded_contribution"] == 0.0
+    assert detail["required_cooperative_contribution"] == pytest.approx(0.1)
+    assert detail["ultimate/both_agent_required_grounded_contribution"] == 0.0
+
+
 def test_extra_moves_do_not_shrink_the_teammate_work_surface():
     row = five_day_fixture_row()
     valid = valid_plan_values(row)
@@ -180,6 +196,16 @@ def test_conflicted_slot_is_not_a_verified_contribution():
     assert detail["agent_0/action_validity"] == 0.0
     assert detail["team_action_valid"] == 0.0
     assert detail["merged_plan"][1]["lunch"] == "-"
+
+
+def test_conflict_on_an_optional_slot_is_not_credited_even_though_the_empty_slot_is_valid():
+    logistics = [item for item in items_of(0, VALID, 3) if item[:2] != (3, "accommodation")]
+    logistics.append((1, "breakfast", "Cafe, Beta"))  # experience proposes "-" for this travel-day slot
+    detail = evaluate_joint_action([action(0, logistics), EXPERIENCE], ROW)
+    assert detail["conflict_count"] == 1.0
+    assert detail["slot_validity"][(1, "breakfast")] is True  # left empty, and "-" is allowed there
+    assert detail["agent_1/verified_contribution"] == pytest.approx(11 / 12)
+    assert detail["agent_1/required_grounded_contribution"] == 1.0
 
 
 def test_identical_proposal_is_an_overlap_and_keeps_the_owner_credit():
