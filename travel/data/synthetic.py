@@ -1,0 +1,408 @@
+"""Offline synthetic TravelPlanner rows in the hub's exact format, each built around a hidden feasible plan.
+
+`SyntheticSource(seed, num_rows).load_raw()` returns rows with the hub's 11 columns, laid out like the
+180-row validation split: easy rows 0-59, medium 60-119, hard 120-179; within a level 20 rows each of
+3, 5 and 7 days visiting 1, 2 and 3 cities. Each row comes from its own RNG seeded by (seed, row
+index), so a shorter source is a prefix of a longer one. The plan a row was built around is never a
+column; read it through `SyntheticSource.feasible_plans()` or `feasible_plan(raw_row)`.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping, Optional
+
+from travel.data.synthetic_tables import (
+    MULTI_CITY_STATES,
+    PLACES,
+    CityBlock,
+    Leg,
+    Lodging,
+    Restaurant,
+    build_city_block,
+    build_leg,
+)
+
+LEVELS: tuple[str, ...] = ("easy", "medium", "hard")
+TRIP_DAYS: tuple[int, ...] = (3, 5, 7)
+CITIES_PER_TRIP: dict[int, int] = {3: 1, 5: 2, 7: 3}
+ROWS_PER_CELL = 20
+SPLIT_ROWS = len(LEVELS) * len(TRIP_DAYS) * ROWS_PER_CELL  # 180, the validation split's size
+
+CONSTRAINT_KEYS: tuple[str, ...] = ("house rule", "cuisine", "room type", "transportation")
+ROOM_TYPE_REQUESTS: tuple[str, ...] = ("not shared room", "entire room", "private room", "shared room")
+HOUSE_RULE_REQUESTS: tuple[str, ...] = ("parties", "smoking", "children under 10", "visitors", "pets")
+TRANSPORT_REQUESTS: tuple[str, ...] = ("no flight", "no self-driving")
+CUISINE_REQUESTS: tuple[str, ...] = ("American", "Chinese", "French", "Indian", "Italian", "Mediterranean", "Mexican")
+_CUISINES_PER_LEVEL = {"medium": 2, "hard": 4}
+_CONSTRAINTS_PER_LEVEL = {"easy": 0, "medium": 1, "hard": 3}
+_NIGHTS_PER_CITY = 2  # arrive on a move day, stay the next day, leave the day after
+_ROOM_FOR_REQUEST = {"shared room": "Shared room", "private room": "Private room"}  # others: Entire home/apt
+
+
+def row_layout(index: int) -> tuple[str, int, int]:
+    """(level, days, visiting_city_number) of validation row `index`."""
+    if not 0 <= index < SPLIT_ROWS:
+        raise ValueError(f"row index {index} outside the {SPLIT_ROWS}-row layout")
+    level = LEVELS[index // (len(TRIP_DAYS) * ROWS_PER_CELL)]
+    days = TRIP_DAYS[(index % (len(TRIP_DAYS) * ROWS_PER_CELL)) // ROWS_PER_CELL]
+    return level, days, CITIES_PER_TRIP[days]
+
+
+# ----------------------------------------------------------------------------------------------
+# Constraint rules, as the evaluator applies them (REFERENCE.md section 3).
+
+
+def room_type_allows(room_type: str, request: Optional[str]) -> bool:
+    if request is None:
+        return True
+    room = room_type.casefold()
+    if request == "not shared room":
+        return room != "shared room"
+    if request == "entire room":
+        return room == "entire home/apt"
+    return room == request
+
+
+def house_rules_allow(house_rules: str, request: Optional[str]) -> bool:
+    return request is None or f"no {request}" not in " ".join(house_rules.split()).casefold()
+
+
+def _draw_constraints(rng: random.Random, level: str) -> dict[str, Any]:
+    constraint: dict[str, Any] = {key: None for key in CONSTRAINT_KEYS}
+    for key in rng.sample(CONSTRAINT_KEYS, _CONSTRAINTS_PER_LEVEL[level]):
+        if key == "cuisine":
+            constraint[key] = rng.sample(CUISINE_REQUESTS, _CUISINES_PER_LEVEL[level])
+        elif key == "room type":
+            constraint[key] = rng.choice(ROOM_TYPE_REQUESTS)
+        elif key == "house rule":
+            constraint[key] = rng.choice(HOUSE_RULE_REQUESTS)
+        else:
+            constraint[key] = rng.choice(TRANSPORT_REQUESTS)
+    return constraint
+
+
+# ----------------------------------------------------------------------------------------------
+# Choosing the plan inside the generated tables, adjusting the tables where a choice is missing.
+
+
+def _choose_lodging(rng: random.Random, block: CityBlock, constraint: Mapping[str, Any]) -> Lodging:
+    room_request, rule_request = constraint["room type"], constraint["house rule"]
+
+    def eligible(lodging: Lodging) -> bool:
+        return (
+            room_type_allows(lodging.room_type, room_request)
+            and house_rules_allow(lodging.house_rules, rule_request)
+            and lodging.minimum_nights <= _NIGHTS_PER_CITY
+        )
+
+    candidates = [l for l in block.lodgings if eligible(l)]
+    if not candidates:  # make one listing admit the request
+        lodging = rng.choice(block.lodgings)
+        if not room_type_allows(lodging.room_type, room_request):
+            lodging.room_type = _ROOM_FOR_REQUEST.get(room_request, "Entire home/apt")
+        if not house_rules_allow(lodging.house_rules, rule_request):
+            kept = [part for part in lodging.house_rules.split(" & ") if part.casefold() != f"no {rule_request}"]
+            others = [rule for rule in HOUSE_RULE_REQUESTS if rule != rule_request]
+            lodging.house_rules = " & ".join(kept) or f"No {rng.choice(others)}"
+        lodging.minimum_nights = float(rng.randint(1, _NIGHTS_PER_CITY))
+        candidates = [lodging]
+    candidates.sort(key=lambda l: l.price)
+    return candidates[0] if rng.random() < 0.4 else rng.choice(candidates)
+
+
+def _choose_restaurants(rng: random.Random, blocks: list[CityBlock], wanted: list[str]) -> list[list[Restaurant]]:
+    """Three distinct restaurants per visited city, covering every requested cuisine across the trip."""
+    missing = {c.casefold() for c in wanted}
+    chosen: list[list[Restaurant]] = []
+    for block in blocks:
+        pool = [r for r in block.restaurants if r.owns_identity]
+        rng.shuffle(pool)
+        picks: list[Restaurant] = []
+        for _ in range(3):
+            best = max(pool, key=lambda r: len(missing & {c.casefold() for c in r.cuisines}))
+            pool.remove(best)
+            picks.append(best)
+            missing -= {c.casefold() for c in best.cuisines}
+        chosen.append(picks)
+    picked = [r for picks in chosen for r in picks]
+    for cuisine in sorted(missing):  # give a chosen restaurant the cuisine no choice covers
+        restaurant = rng.choice(picked)
+        replaceable = [c for c in restaurant.cuisines if c.casefold() not in {w.casefold() for w in wanted}]
+        if len(restaurant.cuisines) >= 5 and replaceable:
+            restaurant.cuisines.remove(rng.choice(replaceable))
+        spelled = next(w for w in wanted if w.casefold() == cuisine)
+        restaurant.cuisines.insert(rng.randrange(len(restaurant.cuisines) + 1), spelled)
+    return chosen
+
+
+def _choose_transport(rng: random.Random, legs: list[Leg], request: Optional[str]) -> list[tuple[str, float, str]]:
+    """Per leg (mode, unit cost, plan value); never mixes self-driving with flights or taxis."""
+    ground_everywhere = all(leg.ground_available for leg in legs)
+    if request == "no flight":
+        driving = rng.random() < 0.7
+    elif request == "no self-driving":
+        driving = False
+    else:
+        driving = ground_everywhere and rng.random() < 0.3
+    choices = []
+    for leg in legs:
+        route = f"from {leg.origin} to {leg.destination}"
+        if request == "no flight" or driving or not leg.flights:
+            mode = "self-driving" if driving else "taxi"
+            cost = leg.self_driving_cost if driving else leg.taxi_cost
+            choices.append((mode, float(cost), f"{'Self-driving' if driving else 'Taxi'}, {route}"))
+        else:
+            flight = rng.choice(sorted(leg.flights, key=lambda f: f.price)[:3])
+            choices.append(("flight", float(flight.price), f"Flight Number: {flight.number}, {route}"))
+    return choices
+
+
+def _rooms(people: int, lodging: Lodging) -> int:
+    return math.ceil(people / max(1, lodging.maximum_occupancy))
+
+
+_PARTY_DIVISOR = {"flight": None, "taxi": 4, "self-driving": 5}
+
+
+def _assemble_plan(
+    legs: list[Leg],
+    blocks: list[CityBlock],
+    transport: list[tuple[str, float, str]],
+    lodgings: list[Lodging],
+    restaurants: list[list[Restaurant]],
+    attractions: list[str],
+    people: int,
+) -> tuple[list[dict[str, str]], float]:
+    """Day-by-day plan (move on odd days, stay on even days) and its full-party cost."""
+    days = 2 * len(blocks) + 1
+    plan: list[dict[str, str]] = []
+    cost = 0.0
+    for day in range(1, days + 1):
+        if day % 2:  # move day: leg k carries the party from route city k to route city k + 1
+            leg_number = (day - 1) // 2
+            leg, (mode, unit_cost, value) = legs[leg_number], transport[leg_number]
+            divisor = _PARTY_DIVISOR[mode]
+            cost += unit_cost * (people if divisor is None else math.ceil(people / divisor))
+            row = {"current_city": f"from {leg.origin} to {leg.destination}", "transportation": value,
+                   "breakfast": "-", "attraction": "-", "lunch": "-", "dinner": "-"}
+            city_number = leg_number if day < days else None
+        else:
+            city_number = day // 2 - 1
+            city = blocks[city_number].place.city
+            breakfast, lunch, dinner = restaurants[city_number]
+            cost += people * (breakfast.cost + lunch.cost + dinner.cost)
+            row = {"current_city": city, "transportation": "-", "attraction": f"{attractions[city_number]}, {city}",
+                   "breakfast": f"{breakfast.name.strip()}, {city}", "lunch": f"{lunch.name.strip()}, {city}",
+                   "dinner": f"{dinner.name.strip()}, {city}"}
+        if city_number is None:
+            row["accommodation"] = "-"
+        else:
+            lodging = lodgings[city_number]
+            cost += lodging.price * _rooms(people, lodging)
+            row["accommodation"] = f"{lodging.name.strip()}, {blocks[city_number].place.city}"
+        plan.append({field: row[field] for field in
+                     ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")})
+    return plan, cost
+
+
+# ----------------------------------------------------------------------------------------------
+# The natural-language request, in the hub's phrasing.
+
+
+def _ordinal(day: int) -> str:
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def _joined(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+
+
+_HOUSE_RULE_TEXT = {
+    "parties": "Our accommodations must allow parties.",
+    "smoking": "We need accommodations where smoking is permitted.",
+    "children under 10": "Our lodging options must accommodate children under the age of 10.",
+    "visitors": "The accommodations should allow visitors.",
+    "pets": "We'll be bringing our pets, so pet-friendly accommodations are a must.",
+}
+_ROOM_TYPE_TEXT = {
+    "entire room": "We would like to rent entire rooms for our accommodations.",
+    "private room": "We prefer private rooms for our stay.",
+    "shared room": "Shared rooms are fine for our accommodations.",
+    "not shared room": "We would rather not stay in shared rooms.",
+}
+_TRANSPORT_TEXT = {
+    "no flight": "We would prefer not to take any flights.",
+    "no self-driving": "We prefer non-self-driving transportation.",
+}
+
+
+def write_query(rng: random.Random, org: str, dest: str, dates: list[dt.date], people: int, budget: int,
+                cities: int, constraint: Mapping[str, Any]) -> str:
+    days = len(dates)
+    span = f"{dates[0]:%B} {_ordinal(dates[0].day)} to {dates[-1]:%B} {_ordinal(dates[-1].day)}, 2022"
+    party = rng.choice(("one person", "a single person", "an individual")) if people == 1 else rng.choice(
+        (f"a group of {people}", f"{people} people", f"a party of {people}"))
+    money = f"${budget:,}"
+    if cities == 1:
+        text = rng.choice((
+            f"Please help me plan a trip from {org} to {dest} spanning {days} days from {span}. "
+            f"The travel should be planned for {party} with a budget of {money}.",
+            f"Please devise a travel plan that starts from {org} and heads to {dest}, taking place across {days} "
+            f"days from {span}. This itinerary is for {party}, with a budget allocated at {money}.",
+            f"Could you devise a {days}-day travel plan for {party} departing {org} and heading to {dest} "
+            f"from {span}, with a budget of {money}?",
+        ))
+    else:
+        text = rng.choice((
+            f"Could you assist in crafting a travel itinerary for a {days}-day trip for {party}, departing from "
+            f"{org} and touring {cities} cities in {dest}? The travel dates should range from {span}, and the "
+            f"entire travel budget is {money}.",
+            f"Could you organize a {days}-day travel plan leaving from {org} and visiting {cities} cities in "
+            f"{dest} from {span}, for {party}? The budget for this trip is set at {money}.",
+            f"We need a {days}-day travel plan for {party}, taking off from {org} and visiting {cities} different "
+            f"cities in {dest} from {span}. Our budget is set at {money} for the trip.",
+        ))
+    extras = []
+    if constraint["house rule"]:
+        extras.append(_HOUSE_RULE_TEXT[constraint["house rule"]])
+    if constraint["room type"]:
+        extras.append(_ROOM_TYPE_TEXT[constraint["room type"]])
+    if constraint["transportation"]:
+        extras.append(_TRANSPORT_TEXT[constraint["transportation"]])
+    if constraint["cuisine"]:
+        cuisines = _joined(list(constraint["cuisine"]))
+        extras.append(f"As for food, we would like to try {cuisines} cuisines during the trip.")
+    rng.shuffle(extras)
+    return " ".join([text, *extras])
+
+
+# ----------------------------------------------------------------------------------------------
+# One row.
+
+
+@dataclass(frozen=True)
+class SyntheticRow:
+    raw: dict[str, Any]
+    plan: list[dict[str, str]]
+    plan_cost: float
+    blocks: tuple[CityBlock, ...]
+    legs: tuple[Leg, ...]
+
+
+def _pick_places(rng: random.Random, cities: int):
+    if cities == 1:
+        visited = [rng.choice(list(PLACES.values()))]
+        dest = visited[0].city
+    else:
+        state = rng.choice(MULTI_CITY_STATES)
+        # a city named like the state (New York) would make `dest` read as a city the route must reach
+        visited = rng.sample([p for p in PLACES.values() if p.state == state and p.city != state], cities)
+        dest = state
+    origin = rng.choice([p for p in PLACES.values() if p not in visited and p.city != dest])
+    return origin, visited, dest
+
+
+def synthesize_row(seed: int, index: int) -> SyntheticRow:
+    """Row `index` of the synthetic split for `seed`, with the plan it was built around."""
+    level, days, cities = row_layout(index)
+    rng = random.Random(f"travel-synthetic:{seed}:{index}")
+    origin, visited, dest = _pick_places(rng, cities)
+    start = dt.date(2022, 3, 1) + dt.timedelta(days=rng.randint(0, 31 - days))
+    dates = [start + dt.timedelta(days=offset) for offset in range(days)]
+    people = 1 if level == "easy" else rng.choices(range(1, 9), weights=(8, 30, 14, 14, 10, 8, 8, 8))[0]
+    constraint = _draw_constraints(rng, level)
+
+    blocks = [build_city_block(rng, place, only_city=cities == 1) for place in visited]
+    route = [origin, *visited, origin]
+    legs = []
+    for number in range(len(route) - 1):
+        has_flights = rng.random() >= 0.3
+        has_ground = not (has_flights and constraint["transportation"] != "no flight" and rng.random() < 0.06)
+        day = 2 * number + 1
+        legs.append(build_leg(rng, day, dates[day - 1].isoformat(), route[number], route[number + 1],
+                              has_flights=has_flights, has_ground=has_ground))
+
+    transport = _choose_transport(rng, legs, constraint["transportation"])
+    lodgings = [_choose_lodging(rng, block, constraint) for block in blocks]
+    restaurants = _choose_restaurants(rng, blocks, list(constraint["cuisine"] or []))
+    attractions = [rng.choice(block.attractions)[0] for block in blocks]
+    plan, cost = _assemble_plan(legs, blocks, transport, lodgings, restaurants, attractions, people)
+    budget = int(math.ceil(cost * rng.uniform(1.2, 1.6) / 100.0) * 100)
+
+    records = [record for block in blocks for record in block.records()]
+    records += [record for leg in legs for record in leg.records()]
+    raw = {
+        "org": origin.city,
+        "dest": dest,
+        "days": days,
+        "visiting_city_number": cities,
+        "date": repr([d.isoformat() for d in dates]),
+        "people_number": people,
+        "local_constraint": repr(constraint),
+        "budget": budget,
+        "query": write_query(rng, origin.city, dest, dates, people, budget, cities, constraint),
+        "level": level,
+        "reference_information": repr(records),
+    }
+    return SyntheticRow(raw, plan, cost, tuple(blocks), tuple(legs))
+
+
+# ----------------------------------------------------------------------------------------------
+# The source the data config instantiates.
+
+_PLANS_BY_FINGERPRINT: dict[str, list[dict[str, str]]] = {}
+
+
+def _fingerprint(raw_row: Mapping[str, Any]) -> str:
+    text = "\x1f".join(str(raw_row.get(column, "")) for column in ("query", "date", "reference_information"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _synthesize(seed: int, num_rows: int) -> tuple[SyntheticRow, ...]:
+    rows = tuple(synthesize_row(seed, index) for index in range(num_rows))
+    for row in rows:
+        _PLANS_BY_FINGERPRINT[_fingerprint(row.raw)] = row.plan
+    return rows
+
+
+@dataclass(frozen=True)
+class SyntheticSource:
+    """Deterministic synthetic rows: `num_rows` (at most 180) rows of the validation layout for `seed`."""
+
+    seed: int = 0
+    num_rows: int = SPLIT_ROWS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"SyntheticSource: seed must be an integer, got {self.seed!r}")
+        valid_count = isinstance(self.num_rows, int) and not isinstance(self.num_rows, bool)
+        if not valid_count or not 1 <= self.num_rows <= SPLIT_ROWS:
+            raise ValueError(f"SyntheticSource: num_rows must be an integer in 1..{SPLIT_ROWS}, got {self.num_rows!r}")
+
+    def load_raw(self) -> list[dict[str, Any]]:
+        """Rows in the hub's format (11 columns, no plan column); fresh dicts on every call."""
+        return [dict(row.raw) for row in _synthesize(self.seed, self.num_rows)]
+
+    def feasible_plans(self) -> list[list[dict[str, str]]]:
+        """Per row, the plan the row was built around: one dict of the 7 plan fields per day."""
+        return [copy.deepcopy(row.plan) for row in _synthesize(self.seed, self.num_rows)]
+
+
+def feasible_plan(raw_row: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The plan behind a row that a SyntheticSource produced in this process (KeyError otherwise)."""
+    plan = _PLANS_BY_FINGERPRINT.get(_fingerprint(raw_row))
+    if plan is None:
+        raise KeyError(
+            "feasible_plan: this row was not produced by a SyntheticSource in this process "
+            f"(org={raw_row.get('org')!r}, dest={raw_row.get('dest')!r}, date={raw_row.get('date')!r})"
+        )
+    return copy.deepcopy(plan)
