@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from travel.reward import PUBLIC_METRIC_SOURCES
+
 # The public surface, in SEED.md order.
 EVAL_METRIC_NAMES: tuple[str, ...] = (
     "eval/reward",
@@ -32,26 +34,6 @@ EVAL_METRIC_NAMES: tuple[str, ...] = (
     "eval/reference_plan_success",
     "eval/collaboration_success",
 )
-# Evaluator/reward detail key behind each public name (without the eval/ prefix).
-PUBLIC_METRIC_SOURCES: dict[str, str] = {
-    "reward": "reward",
-    "action_validity": "action_validity",
-    "team_action_success": "ultimate/team_action_success",
-    "required_cooperative_contribution": "required_cooperative_contribution",
-    "required_grounded_recall": "required_grounded_recall",
-    "entity_grounding_precision": "entity_grounding_precision",
-    "grounding_f1": "grounding_f1",
-    "required_cost_completeness": "required_cost_completeness",
-    "reference_budget_soft": "budget_constraint_soft",
-    "reference_budget_pass": "ultimate/reference_budget_pass",
-    "route_scaffold_match": "route_scaffold_match_rate",
-    "reference_plan_delivery": "ultimate/reference_plan_delivery",
-    "required_plan_completion": "ultimate/required_plan_completion",
-    "reference_commonsense_micro": "ultimate/reference_commonsense_micro",
-    "reference_hard_micro": "ultimate/reference_hard_micro",
-    "reference_plan_success": "ultimate/reference_plan_success",
-    "collaboration_success": "ultimate/collaboration_success",
-}
 # The 15 per-sample headline keys (13.1); reward and grounding_f1 are handled separately.
 HEADLINE_KEYS: tuple[str, ...] = tuple(
     source for name, source in PUBLIC_METRIC_SOURCES.items() if name not in ("reward", "grounding_f1")

@@ -11,28 +11,30 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from travel.task.fields import PLAN_FIELDS, Slot, owned_slots
 
-_QUOTED = r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
+# Unrolled quoted-string alternatives and explicit letter classes: this runs on every action text and
+# is markedly faster than the IGNORECASE / `\w` spelling.
+_QUOTED = r"""("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')"""
 TRIPLE_PATTERN = re.compile(
-    r"""(?<![\w])["']?day["']?\s*:\s*(\d+)\s*,\s*"""
-    r"""["']?field["']?\s*:\s*""" + _QUOTED + r"""\s*,\s*"""
-    r"""["']?value["']?\s*:\s*""" + _QUOTED,
-    re.IGNORECASE | re.DOTALL,
+    r"""(?<![A-Za-z0-9_])[dD][aA][yY]["']?\s*:\s*(\d+)\s*,\s*"""
+    r"""["']?[fF][iI][eE][lL][dD]["']?\s*:\s*""" + _QUOTED + r"""\s*,\s*"""
+    r"""["']?[vV][aA][lL][uU][eE]["']?\s*:\s*""" + _QUOTED,
+    re.DOTALL,
 )
-_AGENT_ID_KEY = re.compile(r"""["']?agent_id["']?\s*:""", re.IGNORECASE)
-_AGENT_ID_VALUE = re.compile(r"""["']?agent_id["']?\s*:\s*(\d+)""", re.IGNORECASE)
-_ASSIGNMENTS_KEY = re.compile(r"""["']?assignments["']?\s*:\s*(.?)""", re.IGNORECASE | re.DOTALL)
+# Keys as the schema spells them (lowercase), so the scan can search for a literal prefix.
+_AGENT_ID = re.compile(r"""agent_id["']?\s*:\s*(\d+)?""")
+_ASSIGNMENTS_KEY = re.compile(r"""assignments["']?\s*:\s*(.?)""", re.DOTALL)
 _DELIMITER_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[{}\[\]]', re.DOTALL)
-_NEEDS_DECODING = re.compile(r"[\\\x00-\x1f]")
 WORD_TOKEN = re.compile(r"[a-z0-9]+(?:[.$:+/\-][a-z0-9]+)*")
 
-_FIELD_SET = frozenset(PLAN_FIELDS)
+MAX_DIGITS = 9
 COPY_NGRAM = 8
 COPY_FLOOR, COPY_SPAN = 0.20, 0.60
 OVERLONG_BASE, OVERLONG_PER_SLOT = 240, 180
@@ -50,10 +52,15 @@ STRUCTURAL_SIGNALS: tuple[str, ...] = ("object_start", "agent_id_match", "assign
 Triple = tuple[int, str, str]
 
 
+@lru_cache(maxsize=64)
+def owned_slot_set(agent_id: int, days: int) -> frozenset[Slot]:
+    return frozenset(owned_slots(agent_id, days))
+
+
 def _decode_quoted(token: str) -> str | None:
     """A JSON (double) or Python (single) quoted string literal; None when it does not decode."""
-    if not _NEEDS_DECODING.search(token):
-        return token[1:-1]
+    if "\\" not in token and token.isprintable():
+        return token[1:-1]  # nothing to unescape: the common case, without a decoder call
     try:
         value = json.loads(token)
     except ValueError:
@@ -67,11 +74,13 @@ def _decode_quoted(token: str) -> str | None:
 def recover_triples(text: str) -> list[Triple]:
     """Every complete `day: <digits>, field: <quoted>, value: <quoted>` triple, in text order."""
     triples = []
-    for match in TRIPLE_PATTERN.finditer(text):
-        field = _decode_quoted(match.group(2))
-        value = _decode_quoted(match.group(3))
+    for day, quoted_field, quoted_value in TRIPLE_PATTERN.findall(text):
+        if len(day) > MAX_DIGITS:
+            continue  # no trip has that many days; int() of a huge digit run can also raise
+        field = _decode_quoted(quoted_field)
+        value = _decode_quoted(quoted_value)
         if field is not None and value is not None:
-            triples.append((int(match.group(1)), field, value))
+            triples.append((int(day), field, value))
     return triples
 
 
@@ -108,14 +117,15 @@ def reference_copy_fraction(text: str, index: tuple[frozenset[str], frozenset[tu
     if total <= 0:
         return None
     vocabulary, grams = index
-    present = 0
-    last_unknown = -1  # a window holding a word the reference never uses cannot be a copied 8-gram
-    for position, token in enumerate(tokens):
-        if token not in vocabulary:
-            last_unknown = position
-        start = position - COPY_NGRAM + 1
-        if start >= 0 and last_unknown < start and tuple(tokens[start : position + 1]) in grams:
-            present += 1
+    # A window holding a word the reference never uses cannot be a copied 8-gram, so only runs of
+    # reference words are looked up (action JSON keys break almost every window).
+    unknown = [position for position, token in enumerate(tokens) if token not in vocabulary]
+    present, run_start = 0, 0
+    for run_end in (*unknown, len(tokens)):
+        for start in range(run_start, run_end - COPY_NGRAM + 1):
+            if tuple(tokens[start : start + COPY_NGRAM]) in grams:
+                present += 1
+        run_start = run_end + 1
     return present / total
 
 
@@ -133,31 +143,33 @@ def overlong_rate(text: str, owned_count: int) -> float:
     return min(1.0, max(0.0, (len(text) - limit) / limit))
 
 
-def _slot_of(day: Any, field: Any, days: int) -> Slot | None:
-    if isinstance(day, bool) or not isinstance(day, int) or not 1 <= day <= days or not isinstance(field, str):
-        return None
-    field = field.casefold()
-    return (day, field) if field in _FIELD_SET else None
-
-
-def accept_owned(candidates: Iterable[Sequence[Any]], owned: frozenset[Slot], days: int) -> dict[Slot, str]:
-    """First non-blank string value per owned slot, in candidate order (non-atomic: extras are ignored)."""
+def accept_owned(candidates: Iterable[Any], owned: frozenset[Slot]) -> dict[Slot, str]:
+    """First non-blank string value per owned slot, in candidate order (non-atomic: extras are ignored).
+    A candidate counts only with a non-bool int day, a field that casefolds to an owned field and a
+    string value; "-" is a value."""
     accepted: dict[Slot, str] = {}
     for candidate in candidates:
-        if len(candidate) != 3:
+        if len(accepted) == len(owned):
+            break
+        if not isinstance(candidate, (tuple, list)) or len(candidate) != 3:
             continue
         day, field, value = candidate
-        slot = _slot_of(day, field, days)
-        if slot is None or slot not in owned or slot in accepted:
+        if type(day) is not int or type(field) is not str or type(value) is not str:
             continue
-        if isinstance(value, str) and value.strip():
+        slot = (day, field)
+        if slot not in owned:
+            slot = (day, field.casefold())
+            if slot not in owned:
+                continue
+        if slot not in accepted and value.strip():
             accepted[slot] = value
     return accepted
 
 
 @dataclass(frozen=True)
 class AgentRecovery:
-    """One agent's recovery signals; rates and flags are floats in [0, 1]."""
+    """One agent's recovery signals; flags and rates are floats in [0, 1]. The derived rates are computed
+    once on construction because every scored joint action reads them several times."""
 
     agent_id: int
     days: int
@@ -173,46 +185,43 @@ class AgentRecovery:
     closed_delimiters: float
     reference_copy_rate: float
     overlong_rate: float
+    owned_triple_progress: float = dataclass_field(init=False)
+    overflow_rate: float = dataclass_field(init=False)
+    rejected_rate: float = dataclass_field(init=False)
+    violation_rate: float = dataclass_field(init=False)
+    format_progress: float = dataclass_field(init=False)
+    structural: float = dataclass_field(init=False)
 
-    @property
-    def owned_triple_progress(self) -> float:
-        return len(self.accepted) / self.owned_count if self.owned_count else 0.0
+    def __post_init__(self) -> None:
+        def derive(name: str, value: float) -> None:
+            object.__setattr__(self, name, value)
 
-    @property
-    def overflow_rate(self) -> float:
-        return max(0, self.raw_count - self.owned_count) / max(1, self.raw_count)
-
-    @property
-    def rejected_rate(self) -> float:
-        return max(0, self.raw_count - len(self.accepted)) / max(1, self.raw_count)
-
-    @property
-    def violation_rate(self) -> float:
-        return max(self.overflow_rate, self.rejected_rate)
-
-    @property
-    def format_progress(self) -> float:
-        return sum(weight * getattr(self, name) for name, weight in FORMAT_WEIGHTS)
-
-    @property
-    def structural(self) -> float:
-        return sum(getattr(self, name) for name in STRUCTURAL_SIGNALS) / len(STRUCTURAL_SIGNALS)
+        raw, accepted = self.raw_count, len(self.accepted)
+        derive("owned_triple_progress", accepted / self.owned_count if self.owned_count else 0.0)
+        derive("overflow_rate", max(0, raw - self.owned_count) / max(1, raw))
+        derive("rejected_rate", max(0, raw - accepted) / max(1, raw))
+        derive("violation_rate", max(self.overflow_rate, self.rejected_rate))
+        derive("format_progress", math.fsum(weight * getattr(self, name) for name, weight in FORMAT_WEIGHTS))
+        derive("structural", sum(getattr(self, name) for name in STRUCTURAL_SIGNALS) / len(STRUCTURAL_SIGNALS))
 
     def action_text(self) -> str:
-        """The accepted triples as a strict action for the ordinary merger."""
+        """The accepted triples as a strict action (what `recovered_merge` stands for)."""
         assignments = [{"day": day, "field": field, "value": value} for day, field, value in self.accepted]
         return json.dumps({"agent_id": self.agent_id, "assignments": assignments})
 
     def details(self) -> dict[str, float]:
-        names = (
-            "object_start", "agent_id_key", "agent_id_match", "assignments_key", "assignments_list",
-            "assignments_string", "closed_delimiters", "owned_triple_progress", "format_progress", "overflow_rate",
-            "rejected_rate", "violation_rate", "structural", "reference_copy_rate", "overlong_rate",
-        )  # fmt: skip
-        out = {f"agent_{self.agent_id}/{name}": float(getattr(self, name)) for name in names}
-        out[f"agent_{self.agent_id}/raw_assignment_count"] = float(self.raw_count)
-        out[f"agent_{self.agent_id}/recovered_assignment_count"] = float(len(self.accepted))
+        prefix = f"agent_{self.agent_id}/"
+        out = {prefix + name: float(getattr(self, name)) for name in AGENT_DETAIL_NAMES}
+        out[prefix + "raw_assignment_count"] = float(self.raw_count)
+        out[prefix + "recovered_assignment_count"] = float(len(self.accepted))
         return out
+
+
+AGENT_DETAIL_NAMES: tuple[str, ...] = (
+    "object_start", "agent_id_key", "agent_id_match", "assignments_key", "assignments_list", "assignments_string",
+    "closed_delimiters", "owned_triple_progress", "format_progress", "overflow_rate", "rejected_rate",
+    "violation_rate", "structural", "reference_copy_rate", "overlong_rate",
+)  # fmt: skip
 
 
 def recover_agent(
@@ -226,11 +235,12 @@ def recover_agent(
 ) -> AgentRecovery:
     """Recovery signals for one agent's text. `strict_object` (the whole text parsed as a JSON object)
     lets the delimiter scan be skipped: such a text is balanced by construction."""
-    owned = frozenset(owned_slots(agent_id, days))
+    owned = owned_slot_set(agent_id, days)
     regex_triples = recover_triples(text)
-    accepted = accept_owned([*parser_assignments, *regex_triples], owned, days)
+    accepted = accept_owned([*parser_assignments, *regex_triples], owned)
     stripped = text.lstrip()
-    id_value = _AGENT_ID_VALUE.search(text)
+    id_key = _AGENT_ID.search(text)
+    id_value = id_key.group(1) if id_key else None
     assignments = _ASSIGNMENTS_KEY.search(text)
     opener = assignments.group(1) if assignments else ""
     if strict_object:
@@ -244,8 +254,8 @@ def recover_agent(
         accepted=tuple(sorted((day, field, value) for (day, field), value in accepted.items())),
         raw_count=max(int(parser_raw_count), len(regex_triples)),
         object_start=float(stripped.startswith("{")),
-        agent_id_key=float(_AGENT_ID_KEY.search(text) is not None),
-        agent_id_match=float(id_value is not None and int(id_value.group(1)) == agent_id),
+        agent_id_key=float(id_key is not None),
+        agent_id_match=float(id_value is not None and len(id_value) <= MAX_DIGITS and int(id_value) == agent_id),
         assignments_key=float(assignments is not None),
         assignments_list=float(opener == "["),
         assignments_string=float(opener in ('"', "'") and opener != ""),
@@ -261,7 +271,7 @@ def required_contribution(
     """Recovered analogue of required_grounded_contribution: valid required owned slots this agent filled,
     over its required owned slots (0 when it owns none). Recovered actions never conflict, so every
     accepted triple is merged."""
-    owned_required = required & frozenset(owned_slots(recovery.agent_id, recovery.days))
+    owned_required = required & owned_slot_set(recovery.agent_id, recovery.days)
     if not owned_required:
         return 0.0
     filled = {(day, field) for day, field, _ in recovery.accepted}
@@ -332,6 +342,33 @@ RECOVERED_PLAN_KEYS: tuple[str, ...] = (
 )
 
 
+def recovered_merge(agents: Sequence[AgentRecovery], days: int) -> Any:
+    """The MergeResult the merger builds from the agents' recovered actions (`AgentRecovery.action_text`)
+    with role capacities, constructed directly: recovered triples are owned, in range, non-blank and
+    disjoint across roles, so the merger would accept every one (value stripped) with no conflict,
+    overlap or drop. It carries no parses; only its plan-level metrics are used."""
+    from travel.task.merger import MergeResult
+
+    per_agent = [{(day, field): value.strip() for day, field, value in agent.accepted} for agent in agents]
+    merged = {slot: value for accepted in per_agent for slot, value in accepted.items()}
+    plan = [
+        {"day": day, **{field: merged.get((day, field), "-") for field in PLAN_FIELDS}} for day in range(1, days + 1)
+    ]
+    return MergeResult(
+        plan=plan,
+        parsed=[],
+        merged_assignments=merged,
+        per_agent_assignments=per_agent,
+        conflict_slots=[],
+        overlap_count=0,
+        self_duplicate_count=0,
+        invalid_slot_count=0,
+        extra_assignment_count=0,
+        capacity=max((agent.owned_count for agent in agents), default=0),
+        merged_sources={slot: a for a, accepted in enumerate(per_agent) for slot in accepted},
+    )
+
+
 def build_recovery_surface(
     texts: Sequence[str],
     row: Any,
@@ -347,7 +384,6 @@ def build_recovery_surface(
     evaluations between joint actions of the same row.
     """
     from travel.reward.evaluator import evaluate_reference_plan
-    from travel.task.merger import merge_agent_assignments
 
     days = int(row.days)
     index = reference_ngram_index(row.reference_information)
@@ -360,15 +396,14 @@ def build_recovery_surface(
         )
 
     recovered_slots = {(day, field): value.strip() for agent in agents for day, field, value in agent.accepted}
-    reused = recovered_slots == dict(strict_merge.merged_assignments)
+    reused = recovered_slots == strict_merge.merged_assignments
     if reused:
         plan = strict_detail
     else:
         key = tuple(sorted(recovered_slots.items()))
         plan = plan_memo.get(key) if plan_memo is not None else None
         if plan is None:
-            merge = merge_agent_assignments([a.action_text() for a in agents], days, [a.owned_count for a in agents])
-            plan = evaluate_reference_plan(merge, row)
+            plan = evaluate_reference_plan(recovered_merge(agents, days), row)
             if plan_memo is not None:
                 plan_memo[key] = plan
     validity = plan["required_slot_validity"]
