@@ -12,6 +12,7 @@ import copy
 from typing import Any, Mapping
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tests.fixtures import (
     accommodations_record,
@@ -148,7 +149,9 @@ def test_hallucinated_plan_is_delivered_but_outside_the_reference():
     row = fixture_row()
     plan = dash_plan(3)
     for day in (1, 2, 3):
-        plan[day - 1].update(current_city="Atlantis", breakfast="Sea Cafe, Atlantis", accommodation="Reef Inn, Atlantis")
+        plan[day - 1].update(
+            current_city="Atlantis", breakfast="Sea Cafe, Atlantis", accommodation="Reef Inn, Atlantis"
+        )
     detail = evaluate(plan, row)
     assert detail["ultimate/reference_plan_delivery"] == 1.0
     assert detail["ultimate/reference_within_reference"] == 0.0
@@ -231,7 +234,8 @@ def test_flight_on_another_date_is_invalid():
     records = three_day_records() + [flight_record("Beta", "Alpha", "2022-01-09", [("F900", 5)])]
     row = fixture_row(reference_information=reference_information(records))
     assert [leg.kind for leg in row.scaffold] == ["move", "stay", "move"]
-    detail = evaluate(edited(valid_plan_values(row), {(3, "transportation"): "Flight Number: F900, from Beta to Alpha"}), row)
+    plan = edited(valid_plan_values(row), {(3, "transportation"): "Flight Number: F900, from Beta to Alpha"})
+    detail = evaluate(plan, row)
     assert detail["slot_validity"][(3, "transportation")] is False
 
 
@@ -302,7 +306,8 @@ def test_self_driving_mixed_with_flights_breaks_transport_consistency():
 
 
 def _with_lodging(row, name: str):
-    return edited(valid_plan_values(row), {(1, "accommodation"): f"{name}, Beta", (2, "accommodation"): f"{name}, Beta"})
+    lodging = f"{name}, Beta"
+    return edited(valid_plan_values(row), {(1, "accommodation"): lodging, (2, "accommodation"): lodging})
 
 
 @pytest.mark.parametrize(
@@ -410,7 +415,8 @@ def _scaffold_plan(row) -> list[dict[str, Any]] | None:
     for leg in row.scaffold:
         day = {"day": leg.day, **{field: "-" for field in PLAN_FIELDS}, "current_city": leg.current_city}
         if leg.kind == "move":
-            flights = [e for e in catalog.flights if (e.origin, e.destination, e.date) == (leg.start, leg.end, leg.date)]
+            leg_key = (leg.start, leg.end, leg.date)
+            flights = [e for e in catalog.flights if (e.origin, e.destination, e.date) == leg_key]
             if not flights:
                 return None
             day["transportation"] = f"Flight Number: {flights[0].name}, from {leg.start} to {leg.end}"
@@ -444,3 +450,26 @@ def test_catalog_built_plans_on_real_rows_are_fully_grounded(real_train_rows):
         assert dash["required_grounded_recall"] == 0.0 and dash["ultimate/reference_plan_delivery"] == 0.0
         checked += 1
     assert checked >= 10
+
+
+# ---- robustness ---------------------------------------------------------------------------------
+
+_CELL_VALUES = st.sampled_from([
+    "-", "", "   ", "Beta", "Alpha", "from Alpha to Beta", "from Beta to Beta", "from Beta to Alpha", "Gamma",
+    "Cafe, Beta", "Museum, Beta; Park, Beta", ";", "Hotel, Beta", "Motel, Beta", "Diner", ",", "Cafe,",
+    "Flight Number: F100, from Alpha to Beta", "Flight Number: F200, from Beta to Alpha", "F100", "\u00e9\n,\t",
+])
+_UNBOUNDED = {"estimated_cost", "budget", "budget_utilization"}
+
+
+@settings(max_examples=120, deadline=None)
+@given(cells=st.dictionaries(st.tuples(st.integers(1, 3), st.sampled_from(PLAN_FIELDS)), _CELL_VALUES))
+def test_any_plan_scores_within_the_unit_interval(cells):
+    row = fixture_row()
+    detail = evaluate(edited(valid_plan_values(row), cells), row)
+    for key, value in detail.items():
+        if isinstance(value, float) and key not in _UNBOUNDED and not key.startswith("_aggregate/"):
+            assert 0.0 <= value <= 1.0, key
+    assert detail["_aggregate/required_valid_count"] <= detail["_aggregate/required_slot_count"] == 11
+    if detail["ultimate/reference_plan_success"] == 1.0:
+        assert detail["required_grounded_recall"] == 1.0 and detail["ultimate/reference_budget_pass"] == 1.0

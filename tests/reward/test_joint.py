@@ -88,6 +88,27 @@ def test_two_different_valid_joint_actions_both_succeed():
     assert detail["estimated_cost"] == pytest.approx(20 + 25 + 2 * 80 + 10 + 12 + 20)
 
 
+HEADLINE_KEYS = (
+    "action_validity", "ultimate/team_action_success", "required_cooperative_contribution",
+    "required_grounded_recall", "entity_grounding_precision", "grounding_f1", "required_cost_completeness",
+    "budget_constraint_soft", "route_scaffold_match_rate", "ultimate/reference_plan_delivery",
+    "ultimate/required_plan_completion", "ultimate/reference_commonsense_micro", "ultimate/reference_hard_micro",
+    "ultimate/reference_budget_pass", "ultimate/reference_plan_success", "ultimate/collaboration_success",
+)
+AGGREGATE_KEYS = (
+    "commonsense_pass_count", "commonsense_applicable_count", "hard_pass_count", "hard_applicable_count",
+    "required_valid_count", "required_slot_count", "grounded_entity_count", "predicted_entity_count",
+    "required_cost_known_count", "required_cost_slot_count",
+)
+
+
+def test_headline_and_aggregate_keys_are_present_for_any_text():
+    for texts in ([LOGISTICS, EXPERIENCE], ["", "not json"]):
+        metrics = scalar_metrics(evaluate_joint_action(texts, ROW))
+        missing = [k for k in (*HEADLINE_KEYS, *(f"_aggregate/{k}" for k in AGGREGATE_KEYS)) if k not in metrics]
+        assert not missing
+
+
 def test_merge_result_is_returned_for_reuse():
     detail = evaluate_joint_action([LOGISTICS, EXPERIENCE], ROW)
     merge = detail[MERGE_RESULT_KEY]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from travel.data.catalog import (
     CatalogEntry,
@@ -96,7 +96,7 @@ class RowIndex:
 
         self.expected_routes: tuple[Route, ...] = tuple(route_of_leg(leg) for leg in self.scaffold)
         self.day_cities: tuple[frozenset[str], ...] = tuple(frozenset(r[1:]) for r in self.expected_routes)
-        self.end_cities: tuple[str, ...] = tuple(r[2] for r in self.expected_routes)
+        self.end_city_sets: tuple[frozenset[str], ...] = tuple(frozenset((r[2],)) for r in self.expected_routes)
         self.expected_cities_known: tuple[bool, ...] = tuple(
             all(city in self.allowed_cities or city == self.origin for city in cities) for cities in self.day_cities
         )
@@ -132,32 +132,30 @@ class RowIndex:
         self._match_cache[id(entry)] = match
         return match
 
+    def _matched(self, entry: Optional[CatalogEntry]) -> Optional[EntityMatch]:
+        return None if entry is None else self._match_of(entry)
+
     def entity(self, category: str, value: str) -> Optional[EntityMatch]:
-        key = (category, value)
-        if key in self._entity_memo:
-            return self._entity_memo[key]
-        entry = match_entity(value, self.entries[category])
-        match = None if entry is None else self._match_of(entry)
-        if len(self._entity_memo) < MEMO_LIMIT:
-            self._entity_memo[key] = match
-        return match
+        """The catalog entry a "Name, City" value names in one category (match_entity), memoised."""
+        entries = self.entries[category]
+        return _memoised(self._entity_memo, (category, value), lambda: self._matched(match_entity(value, entries)))
 
     def transport(self, value: str) -> Optional[EntityMatch]:
-        if value in self._transport_memo:
-            return self._transport_memo[value]
-        entry = match_transport(value, self.catalog)
-        match = None if entry is None else self._match_of(entry)
-        if len(self._transport_memo) < MEMO_LIMIT:
-            self._transport_memo[value] = match
-        return match
+        """The transport entry a value names exactly (match_transport), memoised."""
+        return _memoised(self._transport_memo, value, lambda: self._matched(match_transport(value, self.catalog)))
 
     def route(self, value: str) -> Optional[Route]:
-        if value in self._route_memo:
-            return self._route_memo[value]
-        route = route_of_value(value)
-        if len(self._route_memo) < MEMO_LIMIT:
-            self._route_memo[value] = route
-        return route
+        """A current_city value as a canonical route, memoised."""
+        return _memoised(self._route_memo, value, lambda: route_of_value(value))
+
+
+def _memoised(memo: dict, key: Any, compute: Callable[[], Any]) -> Any:
+    if key in memo:
+        return memo[key]
+    result = compute()
+    if len(memo) < MEMO_LIMIT:
+        memo[key] = result
+    return result
 
 
 _INDEX_CACHE: "weakref.WeakKeyDictionary[Any, RowIndex]" = weakref.WeakKeyDictionary()
@@ -262,7 +260,7 @@ def scan_plan(plan_rows: list[Optional[Mapping[str, Any]]], index: RowIndex) -> 
                 scan.slot_cost_known[slot] = False
                 continue
             parts = (split_attractions(value) or [value]) if category == ATTRACTION_CATEGORY else [value]
-            cities = frozenset((index.end_cities[day - 1],)) if category == LODGING_CATEGORY else index.day_cities[day - 1]
+            cities = index.end_city_sets[day - 1] if category == LODGING_CATEGORY else index.day_cities[day - 1]
             all_valid = known = True
             for part in parts:
                 match = index.entity(category, part)
@@ -335,7 +333,9 @@ def _roles_complete(merge_result: Any, days: int) -> bool:
     return True
 
 
-def _hard_constraints(scan: PlanScan, index: RowIndex, budget_soft: float, budget_pass: bool) -> dict[str, tuple[float, bool]]:
+def _hard_constraints(
+    scan: PlanScan, index: RowIndex, budget_soft: float, budget_pass: bool
+) -> dict[str, tuple[float, bool]]:
     """(soft, pass) of each applicable hard constraint; the budget always applies (REFERENCE.md 8.5)."""
     hard: dict[str, tuple[float, bool]] = {"budget": (budget_soft, budget_pass)}
     if index.cuisines:
