@@ -428,7 +428,7 @@ def test_a_city_without_an_admissible_lodging_gets_one():
     for lodging in block.lodgings:
         lodging.room_type, lodging.house_rules, lodging.minimum_nights = "Shared room", "No pets & No smoking", 30.0
     constraint = {"room type": "entire room", "house rule": "pets", "cuisine": None, "transportation": None}
-    chosen = _choose_lodging(random.Random(6), block, constraint)
+    chosen = _choose_lodging(random.Random(6), block, constraint, people=3)
     assert chosen in block.lodgings
     assert chosen.room_type == "Entire home/apt" and "no pets" not in chosen.house_rules.casefold()
     assert chosen.house_rules and chosen.minimum_nights <= 2

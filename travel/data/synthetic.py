@@ -27,7 +27,9 @@ from travel.data.synthetic_tables import (
     Restaurant,
     build_city_block,
     build_leg,
+    great_circle_km,
 )
+from travel.task.fields import PLAN_FIELDS
 
 LEVELS: tuple[str, ...] = ("easy", "medium", "hard")
 TRIP_DAYS: tuple[int, ...] = (3, 5, 7)
@@ -92,7 +94,7 @@ def _draw_constraints(rng: random.Random, level: str) -> dict[str, Any]:
 # Choosing the plan inside the generated tables, adjusting the tables where a choice is missing.
 
 
-def _choose_lodging(rng: random.Random, block: CityBlock, constraint: Mapping[str, Any]) -> Lodging:
+def _choose_lodging(rng: random.Random, block: CityBlock, constraint: Mapping[str, Any], people: int) -> Lodging:
     room_request, rule_request = constraint["room type"], constraint["house rule"]
 
     def eligible(lodging: Lodging) -> bool:
@@ -113,8 +115,8 @@ def _choose_lodging(rng: random.Random, block: CityBlock, constraint: Mapping[st
             lodging.house_rules = " & ".join(kept) or f"No {rng.choice(others)}"
         lodging.minimum_nights = float(rng.randint(1, _NIGHTS_PER_CITY))
         candidates = [lodging]
-    candidates.sort(key=lambda l: l.price)
-    return candidates[0] if rng.random() < 0.4 else rng.choice(candidates)
+    candidates.sort(key=lambda l: l.price * _rooms(people, l))
+    return rng.choice(candidates[:3])  # thrifty for the whole party, though not always the cheapest
 
 
 def _choose_restaurants(rng: random.Random, blocks: list[CityBlock], wanted: list[str]) -> list[list[Restaurant]]:
@@ -122,11 +124,12 @@ def _choose_restaurants(rng: random.Random, blocks: list[CityBlock], wanted: lis
     missing = {c.casefold() for c in wanted}
     chosen: list[list[Restaurant]] = []
     for block in blocks:
-        pool = [r for r in block.restaurants if r.owns_identity]
-        rng.shuffle(pool)
+        # cheap first, with noise so the pick is not always the three cheapest
+        price = {id(r): r.cost + rng.uniform(0, 40) for r in block.restaurants}
+        pool = sorted((r for r in block.restaurants if r.owns_identity), key=lambda r: price[id(r)])
         picks: list[Restaurant] = []
         for _ in range(3):
-            best = max(pool, key=lambda r: len(missing & {c.casefold() for c in r.cuisines}))
+            best = max(pool, key=lambda r: len(missing & {c.casefold() for c in r.cuisines}))  # first of the ties
             pool.remove(best)
             picks.append(best)
             missing -= {c.casefold() for c in best.cuisines}
@@ -146,11 +149,11 @@ def _choose_transport(rng: random.Random, legs: list[Leg], request: Optional[str
     """Per leg (mode, unit cost, plan value); never mixes self-driving with flights or taxis."""
     ground_everywhere = all(leg.ground_available for leg in legs)
     if request == "no flight":
-        driving = rng.random() < 0.7
+        driving = rng.random() < 0.8
     elif request == "no self-driving":
         driving = False
-    else:
-        driving = ground_everywhere and rng.random() < 0.3
+    else:  # a leg without flights makes driving the cheap choice (a taxi costs about a dollar per km)
+        driving = ground_everywhere and rng.random() < (0.8 if any(not leg.flights for leg in legs) else 0.2)
     choices = []
     for leg in legs:
         route = f"from {leg.origin} to {leg.destination}"
@@ -207,8 +210,7 @@ def _assemble_plan(
             lodging = lodgings[city_number]
             cost += lodging.price * _rooms(people, lodging)
             row["accommodation"] = f"{lodging.name.strip()}, {blocks[city_number].place.city}"
-        plan.append({field: row[field] for field in
-                     ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")})
+        plan.append({field: row[field] for field in PLAN_FIELDS})
     return plan, cost
 
 
@@ -324,14 +326,16 @@ def synthesize_row(seed: int, index: int) -> SyntheticRow:
     route = [origin, *visited, origin]
     legs = []
     for number in range(len(route) - 1):
-        has_flights = rng.random() >= 0.3
+        # the hub lacks flights mostly between nearby towns; a long leg without one forces a costly taxi
+        nearby = great_circle_km(route[number], route[number + 1]) < 800
+        has_flights = rng.random() >= (0.45 if nearby else 0.15)
         has_ground = not (has_flights and constraint["transportation"] != "no flight" and rng.random() < 0.06)
         day = 2 * number + 1
         legs.append(build_leg(rng, day, dates[day - 1].isoformat(), route[number], route[number + 1],
                               has_flights=has_flights, has_ground=has_ground))
 
     transport = _choose_transport(rng, legs, constraint["transportation"])
-    lodgings = [_choose_lodging(rng, block, constraint) for block in blocks]
+    lodgings = [_choose_lodging(rng, block, constraint, people) for block in blocks]
     restaurants = _choose_restaurants(rng, blocks, list(constraint["cuisine"] or []))
     attractions = [rng.choice(block.attractions)[0] for block in blocks]
     plan, cost = _assemble_plan(legs, blocks, transport, lodgings, restaurants, attractions, people)

@@ -147,7 +147,8 @@ def restaurant_name(rng: random.Random) -> str:
     if pattern < 0.5:
         return f"{rng.choice(_SURNAMES)}'s {rng.choice(_FOOD_WORDS)}"
     if pattern < 0.62:
-        return f"{rng.choice(_FOOD_ADJECTIVES)} {rng.choice(_FOOD_WORDS)} & {rng.choice(('Bar', 'Cocktails', 'Grill'))}"
+        suffix = rng.choice(("Bar", "Cocktails", "Lounge"))
+        return f"{rng.choice(_FOOD_ADJECTIVES)} {rng.choice(_FOOD_WORDS)} & {suffix}"
     if pattern < 0.72:
         suffix = rng.choice(("Fine Dine", "Express", "Lounge"))
         return f"The {rng.choice(_FOOD_ADJECTIVES)} {rng.choice(_FOOD_WORDS)} - {suffix}"
