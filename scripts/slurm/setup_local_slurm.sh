@@ -15,14 +15,12 @@
 #   --stop              stop everything this script started, then exit
 #   -h, --help          show this help
 # Re-running restarts the cluster cleanly with an empty queue.
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib/common.sh
 source "$SCRIPT_DIR/lib/common.sh"
-# shellcheck source=lib/config.sh
 source "$SCRIPT_DIR/lib/config.sh"
-# shellcheck source=lib/daemons.sh
 source "$SCRIPT_DIR/lib/daemons.sh"
 
 PARTITION=${SLURM_LOCAL_PARTITION:-local}
@@ -43,7 +41,7 @@ DBD_PORT=6819
 DB_NAME=slurm_local_acct_db
 DB_USER=slurm_local
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^# Re-running/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
     while (( $# )); do
@@ -62,8 +60,9 @@ parse_args() {
         shift
     done
     [[ "$PARTITION" =~ ^[A-Za-z0-9_-]+$ ]] || die "partition name '$PARTITION' must be letters, digits, '_' or '-'"
-    [[ "$MEM_MARGIN_PERCENT" =~ ^[0-9]+$ ]] && (( MEM_MARGIN_PERCENT < 90 )) \
-        || die "--mem-margin must be a whole percentage below 90, got '$MEM_MARGIN_PERCENT'"
+    if [[ ! "$MEM_MARGIN_PERCENT" =~ ^[0-9]+$ ]] || (( MEM_MARGIN_PERCENT >= 90 )); then
+        die "--mem-margin must be a whole percentage below 90, got '$MEM_MARGIN_PERCENT'"
+    fi
     [[ "$INSTALL" =~ ^[01]$ ]] || die "SLURM_LOCAL_INSTALL must be 0 or 1, got '$INSTALL'"
     [[ "$ACCOUNTING" =~ ^[01]$ ]] || die "SLURM_LOCAL_ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
     [[ "$SPOOL_DIR" == /* && "$CONF_DIR" == /* ]] || die "--spool-dir and --conf-dir must be absolute paths"

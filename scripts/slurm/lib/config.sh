@@ -73,6 +73,8 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+# Start batch jobs on the next scheduler pass (default: may wait up to 3 s to batch them).
+SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 StateSaveLocation=$SPOOL_DIR/ctld
 SlurmdSpoolDir=$SPOOL_DIR/slurmd

@@ -124,6 +124,8 @@ start_slurmd() {
     log "started slurmd for node $NODE_NAME (port $SLURMD_PORT)"
 }
 
+queue_is_empty() { [[ -z "$(timeout 10 squeue --noheader 2>/dev/null)" ]]; }
+
 # cancel_all_jobs: best effort, so that no job steps outlive the daemons being restarted.
 cancel_all_jobs() {
     pid_from_file "$SPOOL_DIR/run/slurmctld.pid" slurmctld >/dev/null || return 0
@@ -133,7 +135,7 @@ cancel_all_jobs() {
     log "cancelling jobs still queued: $(echo "$job_ids" | tr '\n' ' ')"
     # shellcheck disable=SC2086
     timeout 10 scancel $job_ids 2>/dev/null || true
-    wait_until 15 "jobs to leave the queue" bash -c '[[ -z "$(squeue --noheader 2>/dev/null)" ]]' || true
+    wait_until 15 "jobs to leave the queue" queue_is_empty || true
 }
 
 stop_slurm_daemons() {
