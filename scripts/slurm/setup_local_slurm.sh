@@ -122,11 +122,25 @@ wait_for_idle_node() {
     log "$(sinfo --format='%P %a %l %D %t %N' | tr '\n' ';' | sed 's/;$//; s/;/ | /g')"
 }
 
+job_state() { scontrol show job "$1" 2>/dev/null | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2; }
+job_finished() { [[ "$(job_state "$1")" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)$ ]]; }
+
+# smoke_test: one interactive step and one batch job (the path the submitit launcher takes).
 smoke_test() {
-    timeout 60 srun --nodes=1 --ntasks=1 --cpus-per-task=1 --mem=100M --time=1 \
-        --partition="$PARTITION" --job-name=setup-smoke true \
+    local job_flags=(--nodes=1 --ntasks=1 --cpus-per-task=1 --mem=100M --time=1 --partition="$PARTITION")
+    timeout 60 srun "${job_flags[@]}" --job-name=setup-smoke-srun true \
         || die "srun smoke job failed; see $SPOOL_DIR/log/slurmctld.log and slurmd.log"
     log "srun -N1 true succeeded on partition $PARTITION"
+    local job_id
+    job_id=$(sbatch --parsable "${job_flags[@]}" --job-name=setup-smoke-sbatch --output=/dev/null \
+        --wrap=true) || die "sbatch refused the smoke job"
+    job_id=${job_id%%;*}
+    # Poll rather than `sbatch --wait`, which checks only every few seconds.
+    wait_until 60 "batch job $job_id to finish" job_finished "$job_id" \
+        || die "batch smoke job $job_id did not finish (state '$(job_state "$job_id")')"
+    [[ "$(job_state "$job_id")" == COMPLETED ]] \
+        || die "batch smoke job $job_id ended $(job_state "$job_id"); see $SPOOL_DIR/log/slurmd.log"
+    log "sbatch --wrap true (job $job_id) completed on partition $PARTITION"
 }
 
 stop_everything() {
