@@ -392,6 +392,11 @@ class SyntheticSource:
         if not valid_count or not 1 <= self.num_rows <= SPLIT_ROWS:
             raise ValueError(f"SyntheticSource: num_rows must be an integer in 1..{SPLIT_ROWS}, got {self.num_rows!r}")
 
+    split_name = "validation"
+
+    def describe(self) -> str:
+        return f"synthetic rows (seed {self.seed}, {self.num_rows} rows in the validation layout)"
+
     def load_raw(self) -> list[dict[str, Any]]:
         """Rows in the hub's format (11 columns, no plan column); fresh dicts on every call."""
         return [dict(row.raw) for row in _synthesize(self.seed, self.num_rows)]
