@@ -1,0 +1,127 @@
+"""Evaluation: greedy anchor points, the terminal full-pool evaluation and eval_final.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from tests.fixtures import (
+    all_dash_action_text,
+    five_day_fixture_row,
+    fixture_row,
+    role_action_text,
+    valid_plan_values,
+)
+from travel.algorithms.evaluation import EVAL_FINAL_FILE, Evaluator
+from travel.algorithms.rollout import JointRolloutSampler
+from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    token_ids: tuple[int, ...] = (1,)
+    value_mask: tuple[int, ...] = (1,)
+
+
+class RowScriptedPolicy:
+    """Answers each row with a fixed action (valid plan or all dashes) and records greedy flags."""
+
+    def __init__(self, agent_id: int, answers: dict[int, str]):
+        self.agent_id, self.answers, self.greedy_flags = agent_id, answers, []
+
+    def prompt_ids(self, row):
+        return (self.agent_id,)
+
+    def sample(self, row, num_candidates, *, greedy=False):
+        self.greedy_flags.append(greedy)
+        return [Candidate(self.answers[id(row)])] * num_candidates
+
+
+class RecordingTracker:
+    def __init__(self):
+        self.records = []
+
+    def log(self, metrics, *, env_step, upload=True):
+        self.records.append((env_step, dict(metrics)))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    """Eval rows: anchor [valid 3-day, dash 3-day, valid 5-day, dash 5-day], then two more valid 3-day rows."""
+    rows = [fixture_row(), fixture_row(), five_day_fixture_row(), five_day_fixture_row(), fixture_row(), fixture_row()]
+    valid = [True, False, True, False, True, True]
+    answers = ({}, {})
+    for row, ok in zip(rows, valid):
+        for agent in (0, 1):
+            text = role_action_text(agent, valid_plan_values(row), row.days) if ok else all_dash_action_text(agent, row.days)
+            answers[agent][id(row)] = text
+    return rows, answers
+
+
+def make_evaluator(pool, tracker=None, greedy=True):
+    rows, answers = pool
+    policies = [RowScriptedPolicy(0, answers[0]), RowScriptedPolicy(1, answers[1])]
+    sampler = JointRolloutSampler(policies)
+    evaluator = Evaluator(
+        sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, tracker=tracker, greedy=greedy, progress=False
+    )
+    return evaluator, sampler, policies
+
+
+def test_periodic_evaluation_scores_the_anchor_greedily_and_logs_the_17_names(pool):
+    tracker = RecordingTracker()
+    evaluator, sampler, policies = make_evaluator(pool, tracker)
+    point = evaluator.periodic(120)
+    # SEED.md: a valid plan scores 1.00, a strict all-dash joint action exactly 0.08
+    assert point.metrics["eval/reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08) / 4)
+    assert point.metrics["eval/reference_plan_success"] == pytest.approx(0.5)
+    assert point.metrics["eval/team_action_success"] == pytest.approx(1.0)  # all-dash actions are strict
+    assert point.metrics["eval/required_grounded_recall"] == pytest.approx(0.5)  # each pair: all or none of a row
+    assert set(point.metrics) == set(EVAL_METRIC_NAMES)
+    assert tracker.records == [(120, point.metrics)]
+    assert sampler.env_step == 0
+    assert policies[0].greedy_flags == [True] * 4 and policies[1].greedy_flags == [True] * 4
+    assert len(point.samples) == 4 and point.samples[0]["panel"] == 1
+
+
+def test_terminal_evaluation_uses_the_first_panel_for_eval_and_writes_the_full_pool(pool, tmp_path):
+    tracker = RecordingTracker()
+    evaluator, _, _ = make_evaluator(pool, tracker)
+    point = evaluator.terminal(4800, tmp_path)
+    assert point.public["eval/reward"] == pytest.approx(0.54)
+    assert point.full["eval_full/reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08 + 1.0 + 1.0) / 6)
+    assert point.full["eval_full/reference_plan_success"] == pytest.approx(4 / 6)
+    (env_step, logged), = tracker.records
+    assert env_step == 4800 and set(logged) == set(EVAL_METRIC_NAMES)  # eval_full/* is never logged
+    saved = json.loads((tmp_path / EVAL_FINAL_FILE).read_text())
+    assert saved["env_step"] == 4800 and saved["num_rows"] == 6 and saved["anchor_rows"] == 4
+    assert saved["eval"] == point.public and saved["eval_full"] == point.full
+    assert [s["panel"] for s in saved["samples"]] == [1, 1, 1, 1, 2, 2]
+    assert saved["samples"][1]["reward"] == pytest.approx(0.08)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_history_keeps_every_point_in_order(pool):
+    evaluator, _, _ = make_evaluator(pool)
+    evaluator.periodic(0)
+    evaluator.periodic(8)
+    evaluator.terminal(24)
+    assert [(p.env_step, p.terminal) for p in evaluator.history] == [(0, False), (8, False), (24, True)]
+
+
+def test_sampling_evaluation_when_greedy_is_off(pool):
+    evaluator, _, policies = make_evaluator(pool, greedy=False)
+    evaluator.periodic(0)
+    assert policies[0].greedy_flags == [False] * 4
+
+
+def test_an_empty_anchor_or_a_foreign_anchor_is_refused(pool):
+    rows, answers = pool
+    sampler = JointRolloutSampler([RowScriptedPolicy(0, answers[0]), RowScriptedPolicy(1, answers[1])])
+    with pytest.raises(ValueError, match="curriculum.eval_per_cell"):
+        Evaluator(sampler, anchor_rows=(), eval_rows=(), panel_size=4)
+    with pytest.raises(ValueError, match="first panel"):
+        Evaluator(sampler, anchor_rows=rows[1:5], eval_rows=rows, panel_size=4)

@@ -1,0 +1,123 @@
+"""Evaluation: one greedy joint action per eval row, scored by the shared reward and aggregated to eval/*.
+
+Periodic evaluations use the fixed anchor panel (P1), so every point of the learning curve has the same
+denominator. The terminal evaluation covers the whole eval pool: its first panel forms the final eval/*
+point, and the full-pool aggregate (eval_full/*) and per-sample details go to `eval_final.json` only.
+Results are logged and returned; nothing here selects a stage or a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tqdm.auto import tqdm
+
+from travel.logging.eval_aggregation import anchor_and_full_metrics, sample_record
+
+if TYPE_CHECKING:
+    from travel.algorithms.rollout import JointRollout, JointRolloutSampler
+    from travel.data.row import TravelRow
+
+EVAL_FINAL_FILE = "eval_final.json"
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    env_step: int
+    metrics: dict[str, float]  # eval/* (the anchor panel); the terminal point adds eval_full/*
+    samples: list[dict[str, Any]] = field(repr=False)
+    terminal: bool = False
+
+    @property
+    def public(self) -> dict[str, float]:
+        return {key: value for key, value in self.metrics.items() if key.startswith("eval/")}
+
+    @property
+    def full(self) -> dict[str, float]:
+        return {key: value for key, value in self.metrics.items() if key.startswith("eval_full/")}
+
+
+def _sample_detail(index: int, panel_size: int, rollout: "JointRollout") -> dict[str, Any]:
+    row, result = rollout.row, rollout.results[0]
+    return {
+        "panel": index // panel_size + 1,
+        "source_index": row.source_index,
+        "id": row.id,
+        "days": row.days,
+        "level": row.level,
+        "reward": float(result.reward),
+        "metrics": {key: float(result.metrics[key]) for key in sorted(result.metrics)},
+        "texts": list(rollout.joint_texts(0)),
+    }
+
+
+class Evaluator:
+    """Runs and logs evaluations through the rollout seam without advancing the training env_step."""
+
+    def __init__(
+        self,
+        sampler: "JointRolloutSampler",
+        *,
+        anchor_rows: Sequence["TravelRow"],
+        eval_rows: Sequence["TravelRow"],
+        panel_size: int,
+        tracker: Any = None,
+        greedy: bool = True,
+        progress: bool = True,
+    ):
+        if not anchor_rows:
+            raise ValueError("curriculum.eval_per_cell: evaluation needs a non-empty anchor panel")
+        if tuple(eval_rows[: len(anchor_rows)]) != tuple(anchor_rows):
+            raise ValueError("the anchor panel must be the first panel of the eval rows")
+        self.sampler = sampler
+        self.anchor_rows = tuple(anchor_rows)
+        self.eval_rows = tuple(eval_rows)
+        self.panel_size = panel_size
+        self.tracker = tracker
+        self.greedy = greedy
+        self.progress = progress
+        self.history: list[EvalPoint] = []
+
+    def evaluate(self, rows: Sequence["TravelRow"], env_step: int, *, terminal: bool = False) -> EvalPoint:
+        samples, records = [], []
+        label = "final eval" if terminal else "eval"
+        for index, row in enumerate(tqdm(rows, desc=f"{label} @ {env_step}", leave=False, disable=not self.progress)):
+            rollout = self.sampler.rollout(row, 1, greedy=self.greedy, count_env_steps=False)
+            records.append(sample_record(rollout.results[0]))
+            samples.append(_sample_detail(index, self.panel_size, rollout))
+        point = EvalPoint(env_step, anchor_and_full_metrics(records, self.panel_size), samples, terminal)
+        if self.tracker is not None:
+            self.tracker.log(point.public, env_step=env_step)
+        self.history.append(point)
+        return point
+
+    def periodic(self, env_step: int) -> EvalPoint:
+        """The anchor panel, greedy: one point of the fixed-anchor learning curve."""
+        return self.evaluate(self.anchor_rows, env_step)
+
+    def terminal(self, env_step: int, run_dir: str | Path | None = None) -> EvalPoint:
+        """Every eval row; the first panel is the final eval/* point, the full pool goes to eval_final.json."""
+        point = self.evaluate(self.eval_rows, env_step, terminal=True)
+        if run_dir is not None:
+            write_eval_final(point, Path(run_dir) / EVAL_FINAL_FILE, self.panel_size)
+        return point
+
+
+def write_eval_final(point: EvalPoint, path: Path, panel_size: int) -> None:
+    full = point.full or {key.replace("eval/", "eval_full/", 1): value for key, value in point.public.items()}
+    payload = {
+        "env_step": point.env_step,
+        "num_rows": len(point.samples),
+        "anchor_rows": min(panel_size, len(point.samples)),
+        "eval": point.public,
+        "eval_full": full,
+        "samples": point.samples,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(partial, path)
