@@ -27,7 +27,8 @@ from tests.fixtures import (
     three_day_records,
     valid_plan_values,
 )
-from travel.reward.evaluator import evaluate_reference_plan, row_index
+from travel.reward.evaluator import evaluate_reference_plan
+from travel.reward.row_index import row_index
 from travel.task.merger import merge_agent_assignments
 from travel.task.fields import PLAN_FIELDS
 
