@@ -25,7 +25,8 @@ from travel.data.synthetic import (
     feasible_plan,
     synthesize_row,
 )
-from travel.data.synthetic_tables import PLACES, build_city_block
+from travel.data.synthetic_places import PLACES
+from travel.data.synthetic_tables import build_city_block
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REAL_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner"

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping, Optional
 
+from travel.data.synthetic_places import MULTI_CITY_STATES, PLACES
 from travel.data.synthetic_tables import (
-    MULTI_CITY_STATES,
-    PLACES,
     CityBlock,
     Leg,
     Lodging,
