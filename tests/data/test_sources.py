@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from travel.data import load_rows
-from travel.data.sources import DataSourceError, HubSource, LocalSource
+from travel.data.sources import DataSourceError, LocalSource
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
