@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -60,6 +61,13 @@ def test_recovers_json_python_and_bare_key_triples():
 def test_triple_keys_are_case_insensitive_and_strings_are_decoded():
     text = r'"Day": 1, "FIELD": "Lunch", "Value": "Say \"hi\" \u00e9, Beta" ' + r"'day': 2, 'field': 'dinner', 'value': 'It\'s, Beta'"
     assert recover_triples(text) == [(1, "Lunch", 'Say "hi" é, Beta'), (2, "dinner", "It's, Beta")]
+
+
+def test_triple_decoding_does_not_depend_on_warning_filters():
+    text = r"'day': 1, 'field': 'lunch', 'value': 'a\h, Beta'"  # an invalid escape warns when decoded
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert recover_triples(text) == [(1, "lunch", "a\\h, Beta")]
 
 
 @pytest.mark.parametrize(

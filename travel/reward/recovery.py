@@ -13,6 +13,7 @@ import ast
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field as dataclass_field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
@@ -65,7 +66,9 @@ def _decode_quoted(token: str) -> str | None:
         value = json.loads(token)
     except ValueError:
         try:
-            value = ast.literal_eval(token)
+            with warnings.catch_warnings():  # an invalid escape warns; the result must not depend on filters
+                warnings.simplefilter("ignore")
+                value = ast.literal_eval(token)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return None
     return value if isinstance(value, str) else None
