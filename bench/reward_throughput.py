@@ -160,7 +160,7 @@ def stage_times(work: Sequence[tuple[TravelRow, str, list[str]]]) -> dict[str, f
     recovery_work = list(zip(work, details))
     start = time.process_time()
     for (row, _, texts), detail in recovery_work:
-        build_recovery_surface(texts, row, detail[MERGE_RESULT_KEY], detail, {})
+        build_recovery_surface(texts, row, detail[MERGE_RESULT_KEY], detail)
     recovery = time.process_time() - start
 
     parsing = _clock(parse, work)

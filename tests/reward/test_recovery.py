@@ -11,6 +11,7 @@ from tests.fixtures import all_dash_action_text, fixture_row, role_action_text, 
 from travel.reward.evaluator import evaluate_reference_plan
 from travel.reward.joint import MERGE_RESULT_KEY, evaluate_joint_action
 from travel.reward.recovery import (
+    RecoveryMemo,
     WORD_TOKEN,
     accept_owned,
     build_recovery_surface,
@@ -119,6 +120,10 @@ def test_accept_owned_is_first_wins_non_atomic_and_role_scoped():
         ('{"a": "}', False),  # unterminated string
         ('x {"a": 1}', False),
         ('{"a": 1}}', False),
+        ('{"a\\\\": [1]}', True),  # an escaped backslash ends before the closing quote
+        ("{" + "[" * 50 + "]" * 50 + "}", True),  # deeper than the pair-deletion passes
+        ("{" + "[" * 50 + "]" * 49 + "}", False),
+        ("{" + "[{" * 30 + "}]" * 29 + "]}", False),
     ],
 )
 def test_delimiters_closed(text, closed):
@@ -257,11 +262,13 @@ def test_surface_reuses_the_strict_plan_when_recovery_adds_nothing(row, valid_te
 def test_surface_evaluates_a_truncated_action_once_per_recovered_plan(row, valid_texts):
     texts = [valid_texts[0][:-40], valid_texts[1]]
     detail = evaluate_joint_action(texts, row)
-    memo: dict = {}
+    memo = RecoveryMemo()
     first = build_recovery_surface(texts, row, detail[MERGE_RESULT_KEY], detail, memo)
-    assert not first.reused_strict_plan and len(memo) == 1
+    assert not first.reused_strict_plan and len(memo.plans) == 1 and len(memo.agents) == 2
     again = build_recovery_surface(texts, row, detail[MERGE_RESULT_KEY], detail, memo)
     assert again.recovered_plan is first.recovered_plan
+    assert again.agents[0] is first.agents[0]
+    assert build_recovery_surface(texts, row, detail[MERGE_RESULT_KEY], detail).recovered_plan == first.recovered_plan
     # The truncation cut the last complete triple of day 3 only: 8 of 9 logistics slots recovered.
     assert len(first.agents[0].accepted) == 8
     assert first.agents[0].closed_delimiters == 0.0

@@ -74,16 +74,18 @@ def score_joint_actions(
     row: "TravelRow", pairs: Iterable[Sequence[Any]], config: RewardConfig | None = None
 ) -> list[RewardResult]:
     """Score the K joint actions of one row, sharing per-row work: identical joint actions are scored
-    once and identical recovered plans are evaluated once."""
+    once, and repeated agent texts and recovered plans are recovered and evaluated once."""
+    from travel.reward.recovery import RecoveryMemo
+
     config = config or DEFAULT_CONFIG
     results: dict[tuple[str, ...], RewardResult] = {}
-    plan_memo: dict[Any, Mapping[str, Any]] = {}
+    memo = RecoveryMemo()
     out = []
     for pair in pairs:
         texts = _joint_texts(pair)
         result = results.get(texts)
         if result is None:
-            result = results[texts] = _score(row, texts, config, plan_memo)
+            result = results[texts] = _score(row, texts, config, memo)
         out.append(result)
     return out
 
@@ -107,14 +109,14 @@ def _joint_texts(pair: Sequence[Any]) -> tuple[str, ...]:
     return tuple(_as_text(text) for text in pair)
 
 
-def _score(row: "TravelRow", texts: tuple[str, ...], config: RewardConfig, plan_memo: dict) -> RewardResult:
+def _score(row: "TravelRow", texts: tuple[str, ...], config: RewardConfig, memo: Any) -> RewardResult:
     from travel.reward.formula import compute_reward, reward_signals
     from travel.reward.joint import INTERNAL_DETAIL_KEYS, MERGE_RESULT_KEY, evaluate_joint_action
     from travel.reward.recovery import build_recovery_surface
 
     detail = evaluate_joint_action(list(texts), row)
     merge = detail[MERGE_RESULT_KEY]
-    surface = build_recovery_surface(texts, row, merge, detail, plan_memo)
+    surface = build_recovery_surface(texts, row, merge, detail, memo)
     reward, formula_detail = compute_reward(reward_signals(detail, surface, config), config)
 
     metrics: dict[str, float] = {

@@ -2,9 +2,9 @@
 
 Per agent: complete (day, field, value) triples recovered by the parser and by a regex, the owned
 ones accepted non-atomically; format-progress signals; overflow/rejection rates; the 8-gram
-reference-copy rate and the overlong rate. The accepted triples are re-serialised as strict actions
-so the ordinary merger and evaluator can score a recovered plan. Nothing here feeds Q, B, G, U or
-any end metric: it only feeds the two bounded learning channels P and E and the penalties.
+reference-copy rate and the overlong rate. The accepted triples form a recovered merge (what the
+merger makes of them re-serialised as strict actions) that the ordinary evaluator scores. Nothing
+here feeds Q, B, G, U or any end metric: only the bounded learning channels P and E and the penalties.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ TRIPLE_PATTERN = re.compile(
 # Keys as the schema spells them (lowercase), so the scan can search for a literal prefix.
 _AGENT_ID = re.compile(r"""agent_id["']?\s*:\s*(\d+)?""")
 _ASSIGNMENTS_KEY = re.compile(r"""assignments["']?\s*:\s*(.?)""", re.DOTALL)
-_DELIMITER_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[{}\[\]]', re.DOTALL)
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^{}\[\]]+")
+_PAIR_PASSES = 8
 WORD_TOKEN = re.compile(r"[a-z0-9]+(?:[.$:+/\-][a-z0-9]+)*")
 
 MAX_DIGITS = 9
@@ -92,16 +94,23 @@ def delimiters_closed(text: str) -> bool:
     stripped = text.strip()
     if not (stripped.startswith("{") and stripped.endswith("}")):
         return False
+    outside = _STRING_LITERAL.sub("", stripped)
+    if '"' in outside:
+        return False  # an unterminated string literal
+    brackets = _NOT_BRACKET.sub("", outside)
+    # Deleting innermost pairs is linear per pass and an action nests only a few levels; a deeper text
+    # falls back to the stack scan so the cost stays linear.
+    for _ in range(_PAIR_PASSES):
+        reduced = brackets.replace("{}", "").replace("[]", "")
+        if reduced == brackets:
+            return not reduced
+        brackets = reduced
     stack: list[str] = []
-    for match in _DELIMITER_TOKENS.finditer(stripped):
-        token = match.group()
-        if token in "{[":
-            stack.append("}" if token == "{" else "]")
-        elif token in "}]":
-            if not stack or stack.pop() != token:
-                return False
-        elif token == '"':
-            return False  # an unterminated string literal
+    for char in brackets:
+        if char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif not stack or stack.pop() != char:
+            return False
     return not stack
 
 
@@ -261,7 +270,7 @@ def recover_agent(
         agent_id_match=float(id_value is not None and len(id_value) <= MAX_DIGITS and int(id_value) == agent_id),
         assignments_key=float(assignments is not None),
         assignments_list=float(opener == "["),
-        assignments_string=float(opener in ('"', "'") and opener != ""),
+        assignments_string=float(opener in ('"', "'")),
         closed_delimiters=float(closed),
         reference_copy_rate=reference_copy_rate(text, reference_index),
         overlong_rate=overlong_rate(text, len(owned)),
@@ -372,31 +381,43 @@ def recovered_merge(agents: Sequence[AgentRecovery], days: int) -> Any:
     )
 
 
+@dataclass
+class RecoveryMemo:
+    """Work shared between the joint actions of ONE row: per-agent recoveries keyed by (agent, text) and
+    recovered-plan evaluations keyed by the recovered slots. Sampled groups often repeat one agent's text."""
+
+    agents: dict[tuple[int, str], AgentRecovery] = dataclass_field(default_factory=dict)
+    plans: dict[tuple[tuple[Slot, str], ...], Mapping[str, Any]] = dataclass_field(default_factory=dict)
+
+
 def build_recovery_surface(
     texts: Sequence[str],
     row: Any,
     strict_merge: Any,
     strict_detail: Mapping[str, Any],
-    plan_memo: dict[Any, Mapping[str, Any]] | None = None,
+    memo: RecoveryMemo | None = None,
 ) -> RecoverySurface:
     """Recovery signals of both agents and the evaluation of their recovered merge.
 
     `strict_merge` is the joint evaluation's MergeResult (its per-agent parses are reused: the merger
     parses each role with capacity |owned|, exactly as recovery requires) and `strict_detail` its plan
-    evaluation, reused when the recovered plan is the strict plan. `plan_memo` shares recovered-plan
-    evaluations between joint actions of the same row.
+    evaluation, reused when the recovered plan is the strict plan. `memo` shares work between the
+    joint actions of one row.
     """
     from travel.reward.evaluator import evaluate_reference_plan
 
+    memo = memo if memo is not None else RecoveryMemo()
     days = int(row.days)
     index = reference_ngram_index(row.reference_information)
     agents = []
     for agent_id, text in enumerate(texts):
-        parsed = strict_merge.parsed[agent_id]
-        strict_object = bool(parsed.strict_json) and text.lstrip().startswith("{")
-        agents.append(
-            recover_agent(text, agent_id, days, parsed.assignments, parsed.raw_item_count, index, strict_object)
-        )
+        agent = memo.agents.get((agent_id, text))
+        if agent is None:
+            parsed = strict_merge.parsed[agent_id]
+            strict_object = bool(parsed.strict_json) and text.lstrip().startswith("{")
+            agent = recover_agent(text, agent_id, days, parsed.assignments, parsed.raw_item_count, index, strict_object)
+            memo.agents[(agent_id, text)] = agent
+        agents.append(agent)
 
     recovered_slots = {(day, field): value.strip() for agent in agents for day, field, value in agent.accepted}
     reused = recovered_slots == strict_merge.merged_assignments
@@ -404,11 +425,9 @@ def build_recovery_surface(
         plan = strict_detail
     else:
         key = tuple(sorted(recovered_slots.items()))
-        plan = plan_memo.get(key) if plan_memo is not None else None
+        plan = memo.plans.get(key)
         if plan is None:
-            plan = evaluate_reference_plan(recovered_merge(agents, days), row)
-            if plan_memo is not None:
-                plan_memo[key] = plan
+            plan = memo.plans[key] = evaluate_reference_plan(recovered_merge(agents, days), row)
     validity = plan["required_slot_validity"]
     required = frozenset(validity)
     contributions = tuple(required_contribution(agent, required, validity) for agent in agents)
