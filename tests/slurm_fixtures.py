@@ -42,7 +42,9 @@ def _query(command: list[str]) -> str:
     except subprocess.TimeoutExpired as error:
         raise SlurmUnavailable(f"`{' '.join(command)}` timed out after {_QUERY_TIMEOUT_S}s") from error
     if completed.returncode != 0:
-        detail = (completed.stderr or completed.stdout).strip() or f"exit code {completed.returncode}"
+        # Keep the words of the message, not scontrol's banner of asterisks.
+        lines = (line.strip(" *") for line in (completed.stderr + completed.stdout).splitlines())
+        detail = "; ".join(line for line in lines if line) or f"exit code {completed.returncode}"
         raise SlurmUnavailable(f"`{' '.join(command)}` failed: {detail}")
     return completed.stdout
 
