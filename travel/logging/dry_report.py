@@ -49,13 +49,28 @@ def environment_checks(rows, reward_config) -> dict[str, Any]:
     }
 
 
+def algorithm_budget_report(run: "Run") -> dict[str, Any]:
+    """The selected algorithm's budget (travel.algorithms.budgets) and its comparator, after checking that
+    the algorithm, comparator and generation_mode options work together."""
+    from travel.algorithms.budgets import algorithm_budget
+    from travel.algorithms.comparators import ComparatorSpec
+
+    cfg = run.cfg
+    spec = ComparatorSpec.from_config(cfg)
+    schedule = run.schedule if cfg.algorithm.name == "magrpo" else None
+    budget = algorithm_budget(cfg.algorithm, run.data.split, schedule).to_report()
+    budget.pop("train_rows")
+    budget["budget_details"] = budget.pop("details")
+    return {**budget, "comparator": spec.name, "generation_mode": spec.generation_mode}
+
+
 def build_dry_report(run: "Run") -> dict[str, Any]:
     """Loads and checks the data (raising on unusable train/eval rows) and returns the JSON-ready report."""
+    budget = algorithm_budget_report(run)  # first: option combinations fail before the catalog checks
     data = run.data
     split = data.split
     failures = data.catalog_failures(data.rows)
     data.check_catalogs()
-    schedule = run.schedule
     candidates = [row for row in split.candidates if row.source_index not in failures]
     chars = [row.reference_chars for row in split.candidates]
     report = {
@@ -68,11 +83,7 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
         "train_source_indices": _indices(split.train),
         "eval_panels": [_indices(panel) for panel in split.panels],
         "short_source_indices": _indices(split.short),
-        "algorithm": run.cfg.algorithm.name,
-        "env_steps": schedule.env_steps,
-        "env_steps_by_phase": schedule.env_steps_by_phase(),
-        "optimizer_updates_per_agent": schedule.optimizer_updates_per_agent,
-        "eval_env_steps": schedule.eval_env_steps(),
+        **budget,
         "catalog_parse_failures": sorted(failures),
         "catalog_parse_errors": {str(i): message for i, message in sorted(failures.items())},
         "catalog_counts": {str(row.source_index): row.catalog.counts() for row in candidates},
@@ -89,6 +100,16 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
     return report
 
 
+def _bound(report: dict[str, Any], key: str) -> str:
+    return "at most " if report.get(f"{key}_is_upper_bound") else ""
+
+
+def _evaluations(report: dict[str, Any]) -> str:
+    if report["eval_env_steps"] is not None:
+        return f"{len(report['eval_env_steps'])} evaluations"
+    return f"an evaluation every {report['budget_details']['eval_every_updates']} optimizer updates"
+
+
 def format_dry_report(report: dict[str, Any]) -> str:
     """A short human-readable summary of the report."""
     chars = report["reference_chars"]
@@ -99,9 +120,11 @@ def format_dry_report(report: dict[str, Any]) -> str:
         f"train {report['train_rows']} (short {report['short_rows']}), eval {report['eval_rows']}",
         f"  reference   {chars['min']:,}-{chars['max']:,} chars (median {chars['median']:,})",
         f"  catalogs    {len(report['catalog_parse_failures'])} parse failures",
-        f"  budget      {report['algorithm']}: {report['env_steps']} env steps ({phases}), "
-        f"{report['optimizer_updates_per_agent']} optimizer updates per agent, "
-        f"{len(report['eval_env_steps'])} evaluations",
+        f"  budget      {report['algorithm']}: {report['collected_candidates']:,} collected candidates, "
+        f"{_bound(report, 'env_steps')}{report['env_steps']} env steps ({report['env_steps_unit']}: {phases}), "
+        f"{_bound(report, 'optimizer_updates')}{report['optimizer_updates_per_agent']} optimizer updates per agent, "
+        + _evaluations(report),
+        f"  comparator  {report['comparator']} ({report['generation_mode']})",
         "  eval panels " + "  ".join(f"P{i + 1} {panel}" for i, panel in enumerate(report["eval_panels"])),
         f"  reward      range {report['reward_range']}, all-dash probe {report['all_dash_probe_reward']}",
         "  prompts     "
