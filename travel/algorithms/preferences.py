@@ -1,0 +1,403 @@
+"""Preference collection and pair selection for MADPO, MARLHF and their iterative versions.
+
+Per train row the target actors (and, in iterative methods, the comparator) sample aligned joint candidates
+in generation batches; the shared task reward scores every joint candidate; pairs are selected by
+`reward_gap` (all ordered pairs with r_i > r_j, widest gap first) or `comparator_reward` (target[i] against
+comparator[i]). Ties give no pair. Candidates are addressed by (pool, index), never by text: two candidates
+with the same text but different token ids stay distinct.
+
+Every pair keeps the exact generated token ids and 0/1 value masks of every trained policy for winner and
+loser (the continuation only: the assistant prefill lives in the prompt, forced schema tokens are 0 in the
+mask, the final token is kept), and the batch keeps each row's prompt ids once. Labels come from the task
+reward over the two role actions only; rows carry no annotated plan (travel.data.normalise drops it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from travel.algorithms.rollout import Candidate, Policy
+    from travel.data.row import TravelRow
+    from travel.reward import RewardResult
+
+DECENTRALIZED = "decentralized"  # two role actors: one token sequence per role
+CENTRALIZED_JOINT = "centralized_joint"  # one joint actor: one token sequence for both roles
+KINDS = (DECENTRALIZED, CENTRALIZED_JOINT)
+TARGET, COMPARATOR = "target", "comparator"
+PAIR_SELECTIONS = ("reward_gap", "comparator_reward")
+
+TokenIds = tuple[int, ...]
+ScoreFn = Callable[["TravelRow", list[tuple[str, str]], Any], list["RewardResult"]]
+
+
+class PreferenceError(ValueError):
+    """Bad preference data or options; the message names the row, candidate or option."""
+
+
+@dataclass(frozen=True)
+class TokenSequence:
+    """One policy's generated continuation: token ids and the 0/1 mask of value tokens (same length)."""
+
+    ids: TokenIds
+    mask: TokenIds
+
+    @classmethod
+    def of(cls, ids: Any, mask: Any, where: str) -> "TokenSequence":
+        ids_t, mask_t = int_tuple(ids, where + " token ids"), int_tuple(mask, where + " value mask")
+        if len(ids_t) != len(mask_t):
+            raise PreferenceError(f"{where}: value mask has {len(mask_t)} entries for {len(ids_t)} tokens")
+        if any(m not in (0, 1) for m in mask_t):
+            raise PreferenceError(f"{where}: value mask entries must be 0 or 1")
+        if any(i < 0 for i in ids_t):
+            raise PreferenceError(f"{where}: token ids must be >= 0")
+        return cls(ids_t, mask_t)
+
+
+def int_tuple(values: Any, where: str) -> TokenIds:
+    """A list, tuple or tensor of integers as a tuple of ints (bools become 0/1)."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise PreferenceError(f"{where}: expected a sequence of integers, got {type(values).__name__}") from None
+    out = []
+    for value in items:
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int):
+            raise PreferenceError(f"{where}: expected integers, got {value!r}")
+        out.append(value)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class JointCandidate:
+    """One aligned joint action: the role action texts the reward scores, and the token sequences of the
+    policies that produced it (two for decentralized actors, one for a joint actor)."""
+
+    texts: tuple[str, str]
+    sequences: tuple[TokenSequence, ...]
+
+
+@dataclass(frozen=True)
+class CandidateRef:
+    pool: str  # TARGET | COMPARATOR
+    index: int
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    row_index: int  # the row's source_index: the key of its prompt ids in the batch
+    winner_ref: CandidateRef
+    loser_ref: CandidateRef
+    winner: JointCandidate
+    loser: JointCandidate
+    winner_reward: float  # raw task rewards
+    loser_reward: float
+    candidate_mean: float  # mean raw reward over all of the row's candidates (target and comparator)
+    iteration: int = 0
+
+    @property
+    def gap(self) -> float:
+        return self.winner_reward - self.loser_reward
+
+    def pool_rewards(self, pool: str) -> list[float]:
+        """The rewards of this pair's members drawn from `pool` (target or comparator)."""
+        members = ((self.winner_ref, self.winner_reward), (self.loser_ref, self.loser_reward))
+        return [reward for ref, reward in members if ref.pool == pool]
+
+
+@dataclass(frozen=True)
+class PreferenceBatch:
+    """Pairs plus each row's prompt ids per policy, stored once per row. What DPO and the reward model read."""
+
+    kind: str
+    pairs: tuple[PreferencePair, ...] = ()
+    prompts: Mapping[int, tuple[TokenIds, ...]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise PreferenceError(f"preference kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+        policies = 2 if self.kind == DECENTRALIZED else 1
+        for number, pair in enumerate(self.pairs):
+            if pair.row_index not in self.prompts:
+                raise PreferenceError(f"pair {number}: no prompt ids for row {pair.row_index}")
+            for side in (pair.winner, pair.loser):
+                if len(side.sequences) != policies:
+                    raise PreferenceError(
+                        f"pair {number} (row {pair.row_index}): {len(side.sequences)} token sequences for a "
+                        f"{self.kind} batch, expected {policies}"
+                    )
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __iter__(self) -> Iterator[PreferencePair]:
+        return iter(self.pairs)
+
+    def prompt_ids(self, pair: PreferencePair, policy: int) -> TokenIds:
+        return self.prompts[pair.row_index][policy]
+
+    def select(self, indices: Iterable[int]) -> "PreferenceBatch":
+        pairs = tuple(self.pairs[i] for i in indices)
+        return PreferenceBatch(self.kind, pairs, {p.row_index: self.prompts[p.row_index] for p in pairs})
+
+    def minibatches(self, size: int) -> Iterator["PreferenceBatch"]:
+        if size < 1:
+            raise PreferenceError(f"algorithm.train_batch_size={size}: must be >= 1")
+        for start in range(0, len(self.pairs), size):
+            yield self.select(range(start, min(start + size, len(self.pairs))))
+
+    @staticmethod
+    def concat(batches: Sequence["PreferenceBatch"], kind: Optional[str] = None) -> "PreferenceBatch":
+        kinds = {b.kind for b in batches} | ({kind} if kind else set())
+        if len(kinds) != 1:
+            raise PreferenceError(f"cannot combine preference batches of kinds {sorted(kinds)}")
+        prompts: dict[int, tuple[TokenIds, ...]] = {}
+        for batch in batches:
+            for row_index, ids in batch.prompts.items():
+                if prompts.setdefault(row_index, ids) != ids:
+                    raise PreferenceError(f"row {row_index}: two batches disagree on its prompt ids")
+        return PreferenceBatch(kinds.pop(), tuple(p for b in batches for p in b.pairs), prompts)
+
+
+# ---- pair selection -------------------------------------------------------------------------------
+
+
+def select_reward_gap(rewards: Sequence[float], keep: int) -> list[tuple[int, int]]:
+    """(winner, loser) index pairs: every ordered pair with r_w > r_l, widest gap first, at most `keep`.
+    Equal gaps keep enumeration order (winner index, then loser index)."""
+    ordered = [(i, j) for i in range(len(rewards)) for j in range(len(rewards)) if rewards[i] > rewards[j]]
+    ordered.sort(key=lambda pair: rewards[pair[0]] - rewards[pair[1]], reverse=True)
+    return ordered[:keep]
+
+
+def select_comparator_reward(
+    target: Sequence[float], comparator: Sequence[float], keep: int
+) -> list[tuple[CandidateRef, CandidateRef]]:
+    """target[i] against comparator[i]; ties skipped; the higher reward wins; ordered by (comparator reward,
+    gap) descending, equal keys by index; at most `keep`."""
+    scored = []
+    for i in range(min(len(target), len(comparator))):
+        t, c = target[i], comparator[i]
+        if t == c:
+            continue
+        own, other = CandidateRef(TARGET, i), CandidateRef(COMPARATOR, i)
+        scored.append(((c, abs(t - c)), (own, other) if t > c else (other, own)))
+    scored.sort(key=lambda item: item[0], reverse=True)
+    return [pair for _, pair in scored[:keep]]
+
+
+def select_pairs(
+    selection: str, target: Sequence[float], comparator: Sequence[float], keep: int
+) -> list[tuple[CandidateRef, CandidateRef]]:
+    """Pairs of one row as (winner, loser) references. reward_gap ranks the union of both pools."""
+    if keep < 1:
+        raise PreferenceError(f"algorithm.preference_pairs_per_sample={keep}: must be >= 1")
+    if selection == "comparator_reward":
+        if not comparator:
+            raise PreferenceError("algorithm.pair_selection=comparator_reward needs comparator candidates")
+        return select_comparator_reward(target, comparator, keep)
+    if selection == "reward_gap":
+        refs = [CandidateRef(TARGET, i) for i in range(len(target))]
+        refs += [CandidateRef(COMPARATOR, i) for i in range(len(comparator))]
+        pairs = select_reward_gap([*target, *comparator], keep)
+        return [(refs[w], refs[l]) for w, l in pairs]
+    raise PreferenceError(f"algorithm.pair_selection={selection!r}: choose one of {', '.join(PAIR_SELECTIONS)}")
+
+
+# ---- candidate sources ----------------------------------------------------------------------------
+
+
+class JointSource(Protocol):
+    """Samples aligned joint candidates of one row; `prompt_ids` are the trained policies' prompts."""
+
+    kind: str
+
+    def prompt_ids(self, row: "TravelRow") -> tuple[TokenIds, ...]: ...
+
+    def sample(self, row: "TravelRow", num_candidates: int) -> list[JointCandidate]: ...
+
+
+def generation_chunks(total: int, batch_size: int) -> list[int]:
+    """Sizes of the generation calls for `total` candidates: full batches, then the remainder."""
+    if batch_size < 1:
+        raise PreferenceError(f"algorithm.preference_generation_batch_size={batch_size}: must be >= 1")
+    return [min(batch_size, total - start) for start in range(0, total, batch_size)]
+
+
+class RolePoliciesSource:
+    """Decentralized joint candidates from two role policies (travel.algorithms.rollout.Policy): each role
+    samples under its own prompt in calls of at most `batch_size`; candidate k of both roles is joint k.
+    `around_sampling`, when given, is entered around every generation call (a comparator's random stream)."""
+
+    kind = DECENTRALIZED
+
+    def __init__(self, policies: Sequence["Policy"], batch_size: int, around_sampling: Optional[Callable[[], Any]] = None):
+        if len(policies) != 2:
+            raise PreferenceError(f"decentralized collection needs two role policies, got {len(policies)}")
+        generation_chunks(1, batch_size)
+        self.policies = tuple(policies)
+        self.batch_size = batch_size
+        self.around_sampling = around_sampling
+
+    def prompt_ids(self, row: "TravelRow") -> tuple[TokenIds, ...]:
+        return tuple(int_tuple(p.prompt_ids(row), f"row {row.source_index}, agent {a} prompt") for a, p in enumerate(self.policies))
+
+    def _role_candidates(self, row: "TravelRow", agent_id: int, total: int) -> list["Candidate"]:
+        policy, out = self.policies[agent_id], []
+        for size in generation_chunks(total, self.batch_size):
+            if self.around_sampling is None:
+                batch = list(policy.sample(row, size))
+            else:
+                with self.around_sampling():
+                    batch = list(policy.sample(row, size))
+            if len(batch) != size:
+                raise PreferenceError(
+                    f"row {row.source_index}, agent {agent_id}: a generation call returned {len(batch)} "
+                    f"candidates, expected {size}"
+                )
+            out.extend(batch)
+        return out
+
+    def sample(self, row: "TravelRow", num_candidates: int) -> list[JointCandidate]:
+        roles = [self._role_candidates(row, agent_id, num_candidates) for agent_id in range(2)]
+        joint = []
+        for k, (logistics, experience) in enumerate(zip(*roles)):
+            where = f"row {row.source_index}, candidate {k}"
+            joint.append(
+                JointCandidate(
+                    texts=(str(logistics.text), str(experience.text)),
+                    sequences=(
+                        TokenSequence.of(logistics.token_ids, logistics.value_mask, where + ", agent 0"),
+                        TokenSequence.of(experience.token_ids, experience.value_mask, where + ", agent 1"),
+                    ),
+                )
+            )
+        return joint
+
+
+# ---- collection -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreferenceSettings:
+    num_candidates: int = 20
+    comparator_num_candidates: int = 0  # 0: no comparator (non-iterative methods)
+    pairs_per_sample: int = 6
+    pair_selection: str = "reward_gap"
+
+    @classmethod
+    def from_algorithm(cls, cfg: Mapping[str, Any], with_comparator: bool) -> "PreferenceSettings":
+        targets = int(cfg["preference_num_candidates"])
+        comparators = (cfg.get("comparator_num_candidates") or targets) if with_comparator else 0
+        return cls(targets, int(comparators), int(cfg["preference_pairs_per_sample"]), str(cfg["pair_selection"]))
+
+
+@dataclass(frozen=True)
+class PreferenceCollection:
+    """One collection phase: the selected pairs and every candidate's raw reward (for distributions)."""
+
+    batch: PreferenceBatch
+    target_rewards: tuple[float, ...]
+    comparator_rewards: tuple[float, ...]
+    collected_candidates: int  # joint candidates sampled, target plus comparator
+    rows_without_pairs: tuple[int, ...]  # source indices of rows whose candidates all tied
+
+
+def _default_score(row, pairs, config):
+    from travel.reward import score_joint_actions
+
+    return score_joint_actions(row, pairs, config)
+
+
+def _scored(row: "TravelRow", candidates: list[JointCandidate], score: ScoreFn, reward_config: Any) -> list[float]:
+    if not candidates:
+        return []
+    results = score(row, [c.texts for c in candidates], reward_config)
+    if len(results) != len(candidates):
+        raise PreferenceError(f"row {row.source_index}: the reward scored {len(results)} of {len(candidates)} candidates")
+    return [float(r.reward) for r in results]
+
+
+def collect_row_pairs(
+    row: "TravelRow",
+    target: JointSource,
+    settings: PreferenceSettings,
+    *,
+    comparator: Optional[JointSource] = None,
+    reward_config: Any = None,
+    score: Optional[ScoreFn] = None,
+    iteration: int = 0,
+) -> tuple[list[PreferencePair], list[float], list[float]]:
+    """The selected pairs of one row, with the raw rewards of its target and comparator candidates."""
+    score = score or _default_score
+    pools = {TARGET: target.sample(row, settings.num_candidates)}
+    if settings.comparator_num_candidates:
+        if comparator is None:
+            raise PreferenceError("comparator candidates requested but no comparator source was given")
+        pools[COMPARATOR] = comparator.sample(row, settings.comparator_num_candidates)
+    for pool, expected in ((TARGET, settings.num_candidates), (COMPARATOR, settings.comparator_num_candidates)):
+        if len(pools.get(pool, [])) != expected:
+            raise PreferenceError(f"row {row.source_index}: {pool} source returned {len(pools.get(pool, []))} of {expected}")
+    rewards = {pool: _scored(row, cands, score, reward_config) for pool, cands in pools.items()}
+    rewards.setdefault(COMPARATOR, [])
+    every = [*rewards[TARGET], *rewards[COMPARATOR]]
+    mean = math.fsum(every) / len(every)
+    pairs = [
+        PreferencePair(
+            row_index=row.source_index,
+            winner_ref=w,
+            loser_ref=l,
+            winner=pools[w.pool][w.index],
+            loser=pools[l.pool][l.index],
+            winner_reward=rewards[w.pool][w.index],
+            loser_reward=rewards[l.pool][l.index],
+            candidate_mean=mean,
+            iteration=iteration,
+        )
+        for w, l in select_pairs(settings.pair_selection, rewards[TARGET], rewards[COMPARATOR], settings.pairs_per_sample)
+    ]
+    return pairs, rewards[TARGET], rewards[COMPARATOR]
+
+
+def collect_preferences(
+    rows: Sequence["TravelRow"],
+    target: JointSource,
+    settings: PreferenceSettings,
+    *,
+    comparator: Optional[JointSource] = None,
+    reward_config: Any = None,
+    score: Optional[ScoreFn] = None,
+    iteration: int = 0,
+    on_row: Optional[Callable[[int, int], None]] = None,
+) -> PreferenceCollection:
+    """Collect and select pairs over `rows` (one collection phase). `on_row(done, total)` reports progress."""
+    if comparator is not None and comparator.kind != target.kind:
+        raise PreferenceError(f"comparator candidates are {comparator.kind} but the actors are {target.kind}")
+    pairs, prompts, target_rewards, comparator_rewards, tied = [], {}, [], [], []
+    for done, row in enumerate(rows, start=1):
+        row_pairs, t, c = collect_row_pairs(
+            row, target, settings, comparator=comparator, reward_config=reward_config, score=score, iteration=iteration
+        )
+        prompts[row.source_index] = target.prompt_ids(row)
+        pairs.extend(row_pairs)
+        target_rewards.extend(t)
+        comparator_rewards.extend(c)
+        if not row_pairs:
+            tied.append(row.source_index)
+        if on_row is not None:
+            on_row(done, len(rows))
+    used = {p.row_index for p in pairs}
+    return PreferenceCollection(
+        batch=PreferenceBatch(target.kind, tuple(pairs), {i: ids for i, ids in prompts.items() if i in used}),
+        target_rewards=tuple(target_rewards),
+        comparator_rewards=tuple(comparator_rewards),
+        collected_candidates=len(rows) * (settings.num_candidates + settings.comparator_num_candidates),
+        rows_without_pairs=tuple(tied),
+    )
+
