@@ -220,6 +220,17 @@ def test_overflow_and_rejection_rates(valid_texts):
     assert agent.rejected_rate == pytest.approx(1 / 10)
 
 
+def test_triples_hidden_in_a_strict_action_still_count(valid_texts):
+    body = json.loads(valid_texts[0])
+    hidden = "'day': 1, 'field': 'current_city', 'value': 'x' and 'day': 2, 'field': 'transportation', 'value': 'y'"
+    body["assignments"][-1] = {"value": hidden, "day": 3, "field": "accommodation"}  # value first: not a regex triple
+    agent = _recover(json.dumps(body), 0)
+    # The parser reads 9 items (all owned slots filled); the regex reads 8 ordinary triples + 2 hidden ones.
+    assert agent.raw_count == 10
+    assert agent.overflow_rate == pytest.approx(1 / 10)
+    assert len(agent.accepted) == 9 and (3, "accommodation", hidden) in agent.accepted
+
+
 # ---- recovered merge and contribution ------------------------------------------------------------
 
 

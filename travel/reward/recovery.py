@@ -124,7 +124,7 @@ def reference_ngram_index(reference_text: str) -> tuple[frozenset[str], frozense
 
 def reference_copy_fraction(text: str, index: tuple[frozenset[str], frozenset[tuple[str, ...]]]) -> float | None:
     """Fraction of the text's 8-grams that occur in the reference; None when the text has under 8 tokens."""
-    tokens = WORD_TOKEN.findall(text.lower())
+    tokens = WORD_TOKEN.findall(text if text.islower() else text.lower())
     total = len(tokens) - COPY_NGRAM + 1
     if total <= 0:
         return None
@@ -248,8 +248,16 @@ def recover_agent(
     """Recovery signals for one agent's text. `strict_object` (the whole text parsed as a JSON object)
     lets the delimiter scan be skipped: such a text is balanced by construction."""
     owned = owned_slot_set(agent_id, days)
-    regex_triples = recover_triples(text)
-    accepted = accept_owned([*parser_assignments, *regex_triples], owned)
+    lowered = text.lower()
+    accepted = accept_owned(parser_assignments, owned)
+    raw_count = int(parser_raw_count)
+    # Every regex triple needs its own "field" key, so when the parser already filled every owned slot
+    # and the text holds no more "field"s than parser items, the regex can change neither the accepted
+    # slots nor the raw count (max of both) and is skipped.
+    if len(accepted) < len(owned) or lowered.count("field") > raw_count:
+        regex_triples = recover_triples(text)
+        accepted = accept_owned([*parser_assignments, *regex_triples], owned)
+        raw_count = max(raw_count, len(regex_triples))
     stripped = text.lstrip()
     id_key = _AGENT_ID.search(text)
     id_value = id_key.group(1) if id_key else None
@@ -264,7 +272,7 @@ def recover_agent(
         days=days,
         owned_count=len(owned),
         accepted=tuple(sorted((day, field, value) for (day, field), value in accepted.items())),
-        raw_count=max(int(parser_raw_count), len(regex_triples)),
+        raw_count=raw_count,
         object_start=float(stripped.startswith("{")),
         agent_id_key=float(id_key is not None),
         agent_id_match=float(id_value is not None and len(id_value) <= MAX_DIGITS and int(id_value) == agent_id),
@@ -272,7 +280,7 @@ def recover_agent(
         assignments_list=float(opener == "["),
         assignments_string=float(opener in ('"', "'")),
         closed_delimiters=float(closed),
-        reference_copy_rate=reference_copy_rate(text, reference_index),
+        reference_copy_rate=reference_copy_rate(lowered, reference_index),
         overlong_rate=overlong_rate(text, len(owned)),
     )
 
