@@ -104,7 +104,7 @@ def skip_or_fail(reason: str) -> None:
     """Skip the test, or fail it when TRAVEL_REQUIRE_SLURM=1 says the cluster must exist."""
     if os.environ.get(REQUIRE_SLURM_ENV) == "1":
         pytest.fail(f"Slurm cluster required ({REQUIRE_SLURM_ENV}=1) but unavailable: {reason}")
-    pytest.skip(f"no Slurm cluster: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -113,5 +113,5 @@ def slurm_cluster() -> str:
     try:
         return find_slurm_partition()
     except SlurmUnavailable as error:
-        skip_or_fail(str(error))
+        skip_or_fail(f"no usable Slurm cluster: {error}")
         raise  # unreachable: skip_or_fail always raises

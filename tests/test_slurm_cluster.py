@@ -105,7 +105,7 @@ def test_reachable_cluster_yields_its_default_partition(
 
 def test_unavailable_cluster_skips_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(REQUIRE_SLURM_ENV, raising=False)
-    with pytest.raises(pytest.skip.Exception, match="no Slurm cluster: gone"):
+    with pytest.raises(pytest.skip.Exception, match="^gone$"):
         skip_or_fail("gone")
 
 
@@ -113,6 +113,39 @@ def test_unavailable_cluster_fails_when_required(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(REQUIRE_SLURM_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="required.*gone"):
         skip_or_fail("gone")
+
+
+# --- the setup script's command line, without touching the machine ----------------------
+
+SETUP_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm" / "setup_local_slurm.sh"
+
+
+def _run_setup(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SETUP_SCRIPT), *arguments], capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+def test_setup_help_documents_every_option() -> None:
+    completed = _run_setup("--help")
+    assert completed.returncode == 0, completed.stderr
+    for option in ("--partition", "--spool-dir", "--conf-dir", "--no-install", "--no-accounting", "--stop"):
+        assert option in completed.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (("--bogus",), "unknown option '--bogus'"),
+        (("--partition", "two words"), "partition name 'two words'"),
+        (("--mem-margin", "95"), "--mem-margin must be a whole percentage below 90"),
+        (("--spool-dir", "relative/dir"), "must be absolute paths"),
+    ],
+)
+def test_setup_rejects_bad_arguments_before_changing_anything(arguments: tuple[str, ...], message: str) -> None:
+    completed = _run_setup(*arguments)
+    assert completed.returncode != 0
+    assert message in completed.stderr
 
 
 # --- real jobs on the cluster ---------------------------------------------------------

@@ -24,7 +24,8 @@ source "$SCRIPT_DIR/lib/config.sh"
 source "$SCRIPT_DIR/lib/daemons.sh"
 
 PARTITION=${SLURM_LOCAL_PARTITION:-local}
-SPOOL_DIR=${SLURM_LOCAL_SPOOL_DIR:-/var/spool/slurm-local}
+DEFAULT_SPOOL_DIR=/var/spool/slurm-local
+SPOOL_DIR=${SLURM_LOCAL_SPOOL_DIR:-$DEFAULT_SPOOL_DIR}
 # Debian/Ubuntu before Slurm 20.11 read /etc/slurm-llnl instead of /etc/slurm.
 DEFAULT_CONF_DIR=/etc/slurm
 [[ ! -d /etc/slurm && -d /etc/slurm-llnl ]] && DEFAULT_CONF_DIR=/etc/slurm-llnl
@@ -187,7 +188,10 @@ main() {
     phase_begin "smoke job"; smoke_test; phase_end
 
     log "cluster ready: partition '$PARTITION' on node $NODE_NAME; start-up $(format_ms $(( $(now_ms) - cluster_start_ms ))), total $(format_ms $(( $(now_ms) - start_ms )))"
-    log "config $SLURM_CONF; logs $SPOOL_DIR/log; stop with: bash $0 --stop"
+    local stop_command="bash $0 --stop"
+    [[ "$SPOOL_DIR" == "$DEFAULT_SPOOL_DIR" ]] || stop_command+=" --spool-dir $SPOOL_DIR"
+    [[ "$CONF_DIR" == "$DEFAULT_CONF_DIR" ]] || stop_command+=" --conf-dir $CONF_DIR"
+    log "config $SLURM_CONF; logs $SPOOL_DIR/log; stop with: $stop_command"
     [[ "$CONF_DIR" == "$DEFAULT_CONF_DIR" ]] || log "this config is not the default one: export SLURM_CONF=$SLURM_CONF"
 }
 
