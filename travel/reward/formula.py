@@ -189,9 +189,12 @@ class RewardSignals:
     overlong_rate: float
 
 
+_SIGNAL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RewardSignals))
+
+
 def compute_reward(signals: RewardSignals, config: RewardConfig) -> tuple[float, dict[str, float]]:
     """The shared reward and its accounting (10.4 detail keys)."""
-    s = {f.name: unit(getattr(signals, f.name)) for f in fields(signals)}
+    s = {name: unit(getattr(signals, name)) for name in _SIGNAL_NAMES}
     gate = s["team_action_valid"]
     strict_quality = geometric_composite(s["required_cooperative_contribution"], s["strict_plan_score"])
     recovered_quality = geometric_composite(s["recovered_balance"], s["recovered_plan_score"])

@@ -221,11 +221,12 @@ class AgentRecovery:
         assignments = [{"day": day, "field": field, "value": value} for day, field, value in self.accepted]
         return json.dumps({"agent_id": self.agent_id, "assignments": assignments})
 
-    def details(self) -> dict[str, float]:
-        prefix = f"agent_{self.agent_id}/"
-        out = {prefix + name: float(getattr(self, name)) for name in AGENT_DETAIL_NAMES}
-        out[prefix + "raw_assignment_count"] = float(self.raw_count)
-        out[prefix + "recovered_assignment_count"] = float(len(self.accepted))
+    def details(self, prefix: str = "") -> dict[str, float]:
+        """Signals as `<prefix>agent_<i>/<name>` floats."""
+        keys = _detail_keys(prefix, self.agent_id)
+        out = {key: float(getattr(self, name)) for key, name in zip(keys, AGENT_DETAIL_NAMES)}
+        out[keys[-2]] = float(self.raw_count)
+        out[keys[-1]] = float(len(self.accepted))
         return out
 
 
@@ -234,6 +235,12 @@ AGENT_DETAIL_NAMES: tuple[str, ...] = (
     "closed_delimiters", "owned_triple_progress", "format_progress", "overflow_rate", "rejected_rate",
     "violation_rate", "structural", "reference_copy_rate", "overlong_rate",
 )  # fmt: skip
+
+
+@lru_cache(maxsize=16)
+def _detail_keys(prefix: str, agent_id: int) -> tuple[str, ...]:
+    names = (*AGENT_DETAIL_NAMES, "raw_assignment_count", "recovered_assignment_count")
+    return tuple(f"{prefix}agent_{agent_id}/{name}" for name in names)
 
 
 def recover_agent(
@@ -333,7 +340,7 @@ class RecoverySurface:
         """`shaping/*` diagnostics (numeric only)."""
         out: dict[str, float] = {}
         for agent, contribution, term in zip(self.agents, self.contributions, self.balance_terms):
-            out.update({f"shaping/{key}": value for key, value in agent.details().items()})
+            out.update(agent.details("shaping/"))
             out[f"shaping/agent_{agent.agent_id}/recovered_required_contribution"] = contribution
             out[f"shaping/agent_{agent.agent_id}/recovered_balance_term"] = term
         count = len(self.agents)
