@@ -475,6 +475,22 @@ def test_batch_scoring_matches_single_scoring_and_is_pure(row, valid):
     assert [r.metrics for r in batch] == [score_joint_action(row, p).metrics for p in pairs]
 
 
+def test_repeated_joint_actions_get_independent_results(row, valid):
+    first, second = score_joint_actions(row, [valid, valid])
+    assert first.metrics == second.metrics and first.metrics is not second.metrics
+
+
+def test_config_changes_the_reward_but_not_the_end_metrics(row, valid):
+    texts = [valid[0], dash(row, 1)]
+    default = score_joint_action(row, texts)
+    heavier = {"strict_quality_weight": 0.47, "final_success_bonus": 0.20}
+    reweighted = score_joint_action(row, texts, heavier)
+    assert reweighted.reward != default.reward
+    assert reweighted.reward == score_joint_action(row, texts, RewardConfig(**heavier)).reward
+    for name in SEED_PUBLIC_NAMES[1:]:
+        assert reweighted.metrics[name] == default.metrics[name], name
+
+
 def test_non_string_model_output_is_scored_not_raised(row):
     for texts in ([None, 7], [b"\xff\xfe", {"agent_id": 1}], ["", ""]):
         result = score_joint_action(row, texts)

@@ -65,19 +65,25 @@ class RewardResult:
     backend: str = REWARD_BACKEND
 
 
-def score_joint_action(row: "TravelRow", texts: Sequence[Any], config: RewardConfig | None = None) -> RewardResult:
+def score_joint_action(
+    row: "TravelRow", texts: Sequence[Any], config: RewardConfig | Mapping[str, Any] | None = None
+) -> RewardResult:
     """Score one joint action: texts = [logistics action text, experience action text]."""
     return score_joint_actions(row, [texts], config)[0]
 
 
 def score_joint_actions(
-    row: "TravelRow", pairs: Iterable[Sequence[Any]], config: RewardConfig | None = None
+    row: "TravelRow", pairs: Iterable[Sequence[Any]], config: RewardConfig | Mapping[str, Any] | None = None
 ) -> list[RewardResult]:
     """Score the K joint actions of one row, sharing per-row work: identical joint actions are scored
-    once, and repeated agent texts and recovered plans are recovered and evaluated once."""
+    once, and repeated agent texts and recovered plans are recovered and evaluated once. Every
+    returned result owns its dicts."""
     from travel.reward.recovery import RecoveryMemo
 
-    config = config or DEFAULT_CONFIG
+    if config is None:
+        config = DEFAULT_CONFIG
+    elif not isinstance(config, RewardConfig):
+        config = RewardConfig.from_mapping(config)
     results: dict[tuple[str, ...], RewardResult] = {}
     memo = RecoveryMemo()
     out = []
@@ -86,6 +92,8 @@ def score_joint_actions(
         result = results.get(texts)
         if result is None:
             result = results[texts] = _score(row, texts, config, memo)
+        else:
+            result = RewardResult(result.reward, dict(result.metrics), dict(result.details), result.backend)
         out.append(result)
     return out
 
