@@ -39,6 +39,7 @@ WORD_TOKEN = re.compile(r"[a-z0-9]+(?:[.$:+/\-][a-z0-9]+)*")
 
 MAX_DIGITS = 9
 COPY_NGRAM = 8
+_KNOWN_RUN = re.compile("1{%d,}" % COPY_NGRAM)
 COPY_FLOOR, COPY_SPAN = 0.20, 0.60
 OVERLONG_BASE, OVERLONG_PER_SLOT = 240, 180
 FORMAT_WEIGHTS: tuple[tuple[str, float], ...] = (
@@ -124,20 +125,19 @@ def reference_ngram_index(reference_text: str) -> tuple[frozenset[str], frozense
 
 def reference_copy_fraction(text: str, index: tuple[frozenset[str], frozenset[tuple[str, ...]]]) -> float | None:
     """Fraction of the text's 8-grams that occur in the reference; None when the text has under 8 tokens."""
-    tokens = WORD_TOKEN.findall(text if text.islower() else text.lower())
+    tokens = WORD_TOKEN.findall(text.lower())
     total = len(tokens) - COPY_NGRAM + 1
     if total <= 0:
         return None
     vocabulary, grams = index
-    # A window holding a word the reference never uses cannot be a copied 8-gram, so only runs of
-    # reference words are looked up (action JSON keys break almost every window).
-    unknown = [position for position, token in enumerate(tokens) if token not in vocabulary]
-    present, run_start = 0, 0
-    for run_end in (*unknown, len(tokens)):
-        for start in range(run_start, run_end - COPY_NGRAM + 1):
+    # A window holding a word the reference never uses cannot be a copied 8-gram, so only runs of at
+    # least 8 reference words are looked up (action JSON keys break almost every window).
+    known = "".join(["1" if token in vocabulary else "0" for token in tokens])
+    present = 0
+    for run in _KNOWN_RUN.finditer(known):
+        for start in range(run.start(), run.end() - COPY_NGRAM + 1):
             if tuple(tokens[start : start + COPY_NGRAM]) in grams:
                 present += 1
-        run_start = run_end + 1
     return present / total
 
 
@@ -163,9 +163,10 @@ def accept_owned(candidates: Iterable[Any], owned: frozenset[Slot]) -> dict[Slot
     for candidate in candidates:
         if len(accepted) == len(owned):
             break
-        if not isinstance(candidate, (tuple, list)) or len(candidate) != 3:
+        try:
+            day, field, value = candidate
+        except (TypeError, ValueError):
             continue
-        day, field, value = candidate
         if type(day) is not int or type(field) is not str or type(value) is not str:
             continue
         slot = (day, field)
