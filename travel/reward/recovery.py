@@ -43,14 +43,9 @@ _KNOWN_RUN = re.compile("1{%d,}" % COPY_NGRAM)
 COPY_FLOOR, COPY_SPAN = 0.20, 0.60
 OVERLONG_BASE, OVERLONG_PER_SLOT = 240, 180
 FORMAT_WEIGHTS: tuple[tuple[str, float], ...] = (
-    ("object_start", 0.10),
-    ("agent_id_key", 0.10),
-    ("agent_id_match", 0.10),
-    ("assignments_key", 0.10),
-    ("assignments_list", 0.20),
-    ("owned_triple_progress", 0.25),
-    ("closed_delimiters", 0.15),
-)
+    ("object_start", 0.10), ("agent_id_key", 0.10), ("agent_id_match", 0.10), ("assignments_key", 0.10),
+    ("assignments_list", 0.20), ("owned_triple_progress", 0.25), ("closed_delimiters", 0.15),
+)  # fmt: skip
 STRUCTURAL_SIGNALS: tuple[str, ...] = ("object_start", "agent_id_match", "assignments_list", "closed_delimiters")
 
 Triple = tuple[int, str, str]
@@ -360,14 +355,9 @@ class RecoverySurface:
 
 
 RECOVERED_PLAN_KEYS: tuple[str, ...] = (
-    "assignment_coverage",
-    "required_fill_rate",
-    "required_grounded_recall",
-    "entity_grounding_precision",
-    "grounding_f1",
-    "commonsense_soft",
-    "hard_constraint_soft",
-)
+    "assignment_coverage", "required_fill_rate", "required_grounded_recall", "entity_grounding_precision",
+    "grounding_f1", "commonsense_soft", "hard_constraint_soft",
+)  # fmt: skip
 
 
 def recovered_merge(agents: Sequence[AgentRecovery], days: int) -> Any:
