@@ -107,6 +107,14 @@ def comparator_seed(seed: int) -> int:
     return -seed if seed else 1
 
 
+def device_key(device: Any) -> str:
+    """A canonical device name: "cuda" and "cuda:0" name the same device."""
+    import torch
+
+    device = torch.device(device)
+    return f"cuda:{device.index or 0}" if device.type == "cuda" else str(device)
+
+
 class RngStream:
     """A persistent random stream independent of the global RNG: one torch.Generator per device, created
     on first use and advancing across calls and iterations."""
@@ -118,8 +126,7 @@ class RngStream:
     def generator(self, device: Any) -> Any:
         import torch
 
-        device = torch.device(device)
-        key = str(device) if device.type != "cuda" else f"cuda:{device.index or 0}"
+        key = device_key(device)
         if key not in self._generators:
             self._generators[key] = torch.Generator(device=key).manual_seed(self.seed)
         return self._generators[key]
@@ -258,7 +265,7 @@ class Comparator:
         if not spec.active:
             raise ComparatorConfigError(f"comparator={spec.name} has no comparator policy to build")
         self.spec = spec
-        self.actor_devices = tuple(str(d) for d in actor_devices)
+        self.actor_devices = tuple(device_key(d) for d in actor_devices)
         self.stream = RngStream(comparator_seed(seed))
         self.checkpoints = None
         if spec.policy == "history":
@@ -290,20 +297,22 @@ class Comparator:
                     f"share the actors' vocabulary"
                 )
 
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return tuple(device_key(d) for d in self.spec.devices)
+
     def _share(self, states: Sequence[Mapping[str, Any]], build: Callable[[int, str], Any]) -> tuple[Any, Any]:
-        devices = self.spec.devices
+        devices = self.devices
         first = build(0, devices[0])
         if devices[0] == devices[1] and same_weights(states[0], states[1]):
             return first, first
         return first, build(1, devices[1])
 
     def _build(self, iteration: int, actor_models: Sequence[Any], actor_tokenizers: Sequence[Any]) -> ComparatorPolicies:
-        devices = self.spec.devices
+        devices = self.devices
         generators = tuple(self.stream.generator(d) for d in devices)
         if self.spec.policy == "current_copy":
-            models = tuple(
-                actor_models[i] if devices[i] == self.actor_devices[i] else None for i in range(2)
-            )
+            models = tuple(actor_models[i] if devices[i] == self.actor_devices[i] else None for i in range(2))
             if None in models:
                 live = [m.state_dict() for m in actor_models]
                 copies = self._share(live, lambda i, d: frozen_copy(actor_models[i], d))
@@ -347,14 +356,57 @@ class Comparator:
 
     def release(self) -> None:
         """Drop comparator-only weights (never the live actors) and return their memory."""
-        self._loaded = None
         import gc
 
-        gc.collect()
-        try:
-            import torch
+        import torch
 
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
+        self._loaded = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+# ---- sampling from the comparator ---------------------------------------------------------------------
+
+
+class ComparatorRolePolicy:
+    """A rollout Policy for one role that samples from the comparator's model with the comparator's random
+    stream, under the actor's own prompt, tokenizer and decoding settings (travel.agents.actors.Actor)."""
+
+    def __init__(self, actor: Any, model: Any, generator: Any):
+        self.agent_id = actor.agent_id
+        self.actor = actor
+        self.generator = generator
+        if model is actor.model:
+            self.decoder = actor.decoder
+        else:
+            from travel.generation import StructuredDecoder
+
+            settings = actor.decoder
+            self.decoder = StructuredDecoder(
+                model,
+                actor.tokenizer,
+                max_new_tokens=settings.max_new_tokens,
+                max_value_tokens=settings.max_value_tokens,
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+            )
+
+    def prompt_ids(self, row: Any) -> Sequence[int]:
+        return self.actor.prompt_ids(row)
+
+    def sample(self, row: Any, num_candidates: int, *, greedy: bool = False) -> list[Any]:
+        if greedy:
+            raise ValueError("comparator candidates are sampled, never greedy")
+        (candidates,) = self.decoder.generate(
+            [self.actor.request(row)], num_candidates, greedy=False, generator=self.generator
+        )
+        return list(candidates)
+
+
+def comparator_source(actors: Sequence[Any], policies: ComparatorPolicies, batch_size: int) -> Any:
+    """The decentralized JointSource of one collection phase's comparator (travel.algorithms.preferences)."""
+    from travel.algorithms.preferences import RolePoliciesSource
+
+    roles = [ComparatorRolePolicy(actors[i], policies.models[i], policies.generators[i]) for i in range(2)]
+    return RolePoliciesSource(roles, batch_size)
