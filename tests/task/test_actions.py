@@ -353,3 +353,15 @@ def test_parser_never_raises_on_arbitrary_json_and_agrees_with_strictness(value)
 def test_parser_never_raises_on_json_wrapped_in_noise(before, value, after):
     assert_consistent(parse(before + json.dumps(value) + after))
     assert_consistent(parse("```json\n" + before + json.dumps(value) + after + "\n```"))
+
+
+def test_literal_recovery_does_not_depend_on_warning_filters():
+    import warnings
+
+    text = "{'agent_id': 0, 'assignments': [{'day': 1, 'field': 'current_city', 'value': 'Alpha\\i'}]}"
+    plain = parse_assignments(text, 0, 3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        strict_filters = parse_assignments(text, 0, 3, 1)
+    assert plain.decode_success and strict_filters.decode_success
+    assert plain.assignments == strict_filters.assignments

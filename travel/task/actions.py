@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -91,7 +92,9 @@ def _load(candidate: str) -> tuple[bool, Any]:
     except Exception:  # ValueError, RecursionError (deep nesting), oversized ints
         pass
     try:
-        return True, ast.literal_eval(candidate)
+        with warnings.catch_warnings():  # invalid escapes warn; the result must not depend on warning filters
+            warnings.simplefilter("ignore")
+            return True, ast.literal_eval(candidate)
     except Exception:  # SyntaxError, ValueError, RecursionError, "too complex" parser errors
         return False, None
 

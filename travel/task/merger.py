@@ -99,7 +99,7 @@ def merge_agent_assignments(
     conflicts: list[Slot] = []
     overlaps = 0
     for slot, offers in proposals.items():
-        if len({canonical(value) for _, value in offers}) > 1:
+        if len(offers) > 1 and len({canonical(value) for _, value in offers}) > 1:
             conflicts.append(slot)
             continue
         overlaps += len(offers) - 1
