@@ -128,6 +128,9 @@ def test_dry_run_reports_every_algorithms_budget(tmp_path):
         assert f"{expected[algorithm][1]} env steps" in line and f"{expected[algorithm][2]} optimizer updates" in line
         assert ("at most" in line) == algorithm.startswith("madpo")
     assert report["comparator"] == "current_copy"  # the iterative default
+    report, printed = dry_run(tmp_path / "central", "algorithm=marlhf_iter", "comparator=history1", "generation_mode=centralized")
+    assert (report["comparator"], report["generation_mode"]) == ("history1", "centralized")
+    assert "comparator  history1 (centralized)" in printed
 
 
 @pytest.mark.parametrize(

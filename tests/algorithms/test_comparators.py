@@ -201,3 +201,55 @@ def test_a_frozen_model_gets_its_own_decoder_with_the_actor_settings(tiny):
     policy = ComparatorRolePolicy(actor, models[0], None)
     assert policy.decoder.model is models[0] and policy.decoder.tokenizer is tokenizer
     assert (policy.decoder.max_new_tokens, policy.decoder.max_value_tokens, policy.decoder.top_p) == (300, 7, 0.95)
+
+
+class EchoDecoder:
+    """Returns, per request, candidates whose text and tokens say which request and draw produced them."""
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, requests, num_candidates, greedy=False, generator=None):
+        self.calls.append((list(requests), num_candidates, generator))
+        out = []
+        for r, request in enumerate(requests):
+            base = 1000 * len(self.calls) + 10 * r
+            out.append([
+                SimpleNamespace(text=f"{request.agent_id}:{len(self.calls)}:{r}:{j}", token_ids=[base + j, 7], value_mask=[1, 0])
+                for j in range(num_candidates)
+            ])
+        return out
+
+
+def test_the_central_teacher_writes_logistics_then_experience_seeing_both_contexts(tiny):
+    from tests.fixtures import fixture_row
+    from travel.task.prompts import build_role_prompt
+    from travel.task.roles import assistant_prefill
+
+    models, tokenizer = tiny
+    decoder = EchoDecoder()
+    actors = [
+        SimpleNamespace(agent_id=i, model=models[i], tokenizer=tokenizer, decoder=decoder,
+                        request=None, prompt_ids=lambda row, i=i: [i, 5])
+        for i in range(2)
+    ]
+    central = ComparatorSpec("current_copy", "current_copy", "centralized", devices=("cpu", "cpu"))
+    comparator = Comparator(central, seed=3, actor_devices=["cpu", "cpu"])
+    row = fixture_row()
+    with comparator.collection(1, models) as policies:
+        source = comparator_source(actors, policies, batch_size=2, spec=central)
+        joint = source.sample(row, 3)
+    assert source.prompt_ids(row) == ((0, 5), (1, 5))  # projections train under the actors' own prompts
+    # per chunk: one logistics call with `size` draws, then one experience request per logistics draw
+    assert [(len(reqs), n) for reqs, n, _ in decoder.calls] == [(1, 2), (2, 1), (1, 1), (1, 1)]
+    assert all(generator is comparator.stream.generator("cpu") for _, _, generator in decoder.calls)
+    logistics_request = decoder.calls[0][0][0]
+    assert logistics_request.agent_id == 0 and logistics_request.prompt.endswith(assistant_prefill(0))
+    for agent in range(2):
+        assert build_role_prompt(row, agent).user in logistics_request.prompt  # sees both role contexts
+    follow_up = decoder.calls[1][0][1]
+    assert follow_up.agent_id == 1 and follow_up.prompt.endswith(assistant_prefill(1))
+    assert "0:1:0:1" in follow_up.prompt  # conditioned on the logistics action it continues
+    assert [c.texts for c in joint] == [("0:1:0:0", "1:2:0:0"), ("0:1:0:1", "1:2:1:0"), ("0:3:0:0", "1:4:0:0")]
+    assert joint[1].sequences[0].ids == (1001, 7) and joint[1].sequences[1].ids == (2010, 7)
+    assert joint[1].sequences[1].mask == (1, 0)
