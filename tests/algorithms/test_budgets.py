@@ -35,8 +35,11 @@ def budget(split, algorithm, *overrides):
     if algorithm == "magrpo":
         a = cfg.algorithm
         schedule = curriculum_schedule(
-            split, num_train_epochs=a.num_train_epochs, num_generations=a.num_generations,
-            rollout_buffer_size=a.rollout_buffer_size, short_epochs=cfg.curriculum.short_epochs,
+            split,
+            num_train_epochs=a.num_train_epochs,
+            num_generations=a.num_generations,
+            rollout_buffer_size=a.rollout_buffer_size,
+            short_epochs=cfg.curriculum.short_epochs,
         )
     return algorithm_budget(cfg.algorithm, split, schedule)
 
@@ -78,8 +81,13 @@ def test_iterative_methods_collect_14400_candidates_over_six_refreshes(split):
 
 
 def test_budgets_follow_the_options(split):
-    b = budget(split, "madpo_iter", "algorithm.num_iterations=2", "algorithm.comparator_num_candidates=3",
-               "algorithm.preference_pairs_per_sample=5")
+    b = budget(
+        split,
+        "madpo_iter",
+        "algorithm.num_iterations=2",
+        "algorithm.comparator_num_candidates=3",
+        "algorithm.preference_pairs_per_sample=5",
+    )
     # index-wise comparison: at most min(20 targets, 3 comparators) = 3 pairs per row
     assert b.collected_candidates == 2 * 60 * 23
     assert b.preference_pairs_upper_bound == 2 * 60 * 3 and b.env_steps == 2 * 60 * 3 * 2
@@ -123,12 +131,14 @@ def test_dry_run_reports_every_algorithms_budget(tmp_path):
         report, printed = dry_run(tmp_path / algorithm, f"algorithm={algorithm}")
         got = (report["collected_candidates"], report["env_steps"], report["optimizer_updates_per_agent"])
         assert got == expected[algorithm], algorithm
-        line = next(l for l in printed.splitlines() if "budget" in l)
+        line = next(text for text in printed.splitlines() if "budget" in text)
         assert f"{algorithm}: {expected[algorithm][0]:,} collected candidates" in line
         assert f"{expected[algorithm][1]} env steps" in line and f"{expected[algorithm][2]} optimizer updates" in line
         assert ("at most" in line) == algorithm.startswith("madpo")
     assert report["comparator"] == "current_copy"  # the iterative default
-    report, printed = dry_run(tmp_path / "central", "algorithm=marlhf_iter", "comparator=history1", "generation_mode=centralized")
+    report, printed = dry_run(
+        tmp_path / "central", "algorithm=marlhf_iter", "comparator=history1", "generation_mode=centralized"
+    )
     assert (report["comparator"], report["generation_mode"]) == ("history1", "centralized")
     assert "comparator  history1 (centralized)" in printed
 

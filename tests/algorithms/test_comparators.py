@@ -47,7 +47,9 @@ def train_step(models, amount):
 
 def test_history1_is_the_previous_iterations_end_checkpoint_not_one_older(tmp_path):
     actors = [build_tiny_random(seed=0).model, build_tiny_random(seed=1).model]
-    comparator = Comparator(spec("history", history_k=1), seed=42, actor_devices=["cpu", "cpu"], checkpoint_dir=tmp_path)
+    comparator = Comparator(
+        spec("history", history_k=1), seed=42, actor_devices=["cpu", "cpu"], checkpoint_dir=tmp_path
+    )
     comparator.start(actors)
     ends = {0: [snapshot(m) for m in actors]}
     for iteration in (1, 2, 3):
@@ -131,8 +133,11 @@ def test_a_model_comparator_with_another_vocabulary_fails_before_generating(tiny
     other = FakeTokenizer({**tokenizer.get_vocab(), "<extra>": len(tokenizer.get_vocab())})
     loads = []
     comparator = Comparator(
-        spec("model", model_name="org/other-vocab"), seed=1, actor_devices=["cpu", "cpu"],
-        load_tokenizer=lambda name: other, load_model=lambda name, device: loads.append(name),
+        spec("model", model_name="org/other-vocab"),
+        seed=1,
+        actor_devices=["cpu", "cpu"],
+        load_tokenizer=lambda name: other,
+        load_model=lambda name, device: loads.append(name),
     )
     with pytest.raises(ComparatorConfigError, match="comparator_model_name=org/other-vocab.*vocabulary differs"):
         with comparator.collection(1, actors, [tokenizer, tokenizer]):
@@ -140,7 +145,9 @@ def test_a_model_comparator_with_another_vocabulary_fails_before_generating(tiny
     assert loads == []  # refused before any weights were loaded
     # without a separate tokenizer loader the loaded model's tokenizer is checked, still before sampling
     late = Comparator(
-        spec("model", model_name="org/other-vocab"), seed=1, actor_devices=["cpu", "cpu"],
+        spec("model", model_name="org/other-vocab"),
+        seed=1,
+        actor_devices=["cpu", "cpu"],
         load_model=lambda name, device: (build_tiny_random(seed=3).model, other),
     )
     with pytest.raises(ComparatorConfigError, match="org/other-vocab"):
@@ -156,7 +163,9 @@ def test_a_model_comparator_loads_once_per_device_and_both_roles_share_it(tiny):
         loads.append((name, device))
         return build_tiny_random(seed=9).model, tokenizer
 
-    comparator = Comparator(spec("model", model_name="org/same-vocab"), seed=1, actor_devices=["cpu", "cpu"], load_model=load)
+    comparator = Comparator(
+        spec("model", model_name="org/same-vocab"), seed=1, actor_devices=["cpu", "cpu"], load_model=load
+    )
     with comparator.collection(1, actors, [tokenizer, tokenizer]) as policies:
         assert policies.shared and policies.label == "org/same-vocab"
         assert not any(p.requires_grad for p in policies.models[0].parameters())
@@ -176,8 +185,14 @@ def test_comparator_role_policies_sample_with_the_comparator_stream_under_the_ac
     models, tokenizer = tiny
     decoders = [RecordingDecoder(), RecordingDecoder()]
     actors = [
-        SimpleNamespace(agent_id=i, model=models[i], tokenizer=tokenizer, decoder=decoders[i],
-                        request=lambda row, i=i: f"request {i}", prompt_ids=lambda row, i=i: [i, 9])
+        SimpleNamespace(
+            agent_id=i,
+            model=models[i],
+            tokenizer=tokenizer,
+            decoder=decoders[i],
+            request=lambda row, i=i: f"request {i}",
+            prompt_ids=lambda row, i=i: [i, 9],
+        )
         for i in range(2)
     ]
     comparator = Comparator(spec("current_copy"), seed=3, actor_devices=["cpu", "cpu"])
@@ -214,10 +229,14 @@ class EchoDecoder:
         out = []
         for r, request in enumerate(requests):
             base = 1000 * len(self.calls) + 10 * r
-            out.append([
-                SimpleNamespace(text=f"{request.agent_id}:{len(self.calls)}:{r}:{j}", token_ids=[base + j, 7], value_mask=[1, 0])
-                for j in range(num_candidates)
-            ])
+            out.append(
+                [
+                    SimpleNamespace(
+                        text=f"{request.agent_id}:{len(self.calls)}:{r}:{j}", token_ids=[base + j, 7], value_mask=[1, 0]
+                    )
+                    for j in range(num_candidates)
+                ]
+            )
         return out
 
 
@@ -229,8 +248,14 @@ def test_the_central_teacher_writes_logistics_then_experience_seeing_both_contex
     models, tokenizer = tiny
     decoder = EchoDecoder()
     actors = [
-        SimpleNamespace(agent_id=i, model=models[i], tokenizer=tokenizer, decoder=decoder,
-                        request=None, prompt_ids=lambda row, i=i: [i, 5])
+        SimpleNamespace(
+            agent_id=i,
+            model=models[i],
+            tokenizer=tokenizer,
+            decoder=decoder,
+            request=None,
+            prompt_ids=lambda row, i=i: [i, 5],
+        )
         for i in range(2)
     ]
     central = ComparatorSpec("current_copy", "current_copy", "centralized", devices=("cpu", "cpu"))

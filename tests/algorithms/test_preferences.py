@@ -48,7 +48,7 @@ def test_comparator_reward_compares_index_wise_and_orders_by_comparator_reward_t
     comparator = [0.2, 0.1, 0.4, 0.1, 0.6]
     pairs = select_comparator_reward(target, comparator, 6)
     # i0 ties; i4 comparator reward .6; i2 .4 (comparator wins); i1 and i3 both .1, gap .4 before .2
-    as_tuples = [((w.pool, w.index), (l.pool, l.index)) for w, l in pairs]
+    as_tuples = [((w.pool, w.index), (lose.pool, lose.index)) for w, lose in pairs]
     assert as_tuples == [
         ((T, 4), (C, 4)),
         ((C, 2), (T, 2)),
@@ -122,10 +122,17 @@ def scripted(row, kinds, token_base):
     texts = texts_for(row)
     roles = []
     for agent in range(2):
-        roles.append(ScriptedPolicy(agent, [
-            Scripted(texts[kind][agent], [token_base + 10 * k + agent, 5, token_base + 10 * k + agent + 1], [1, 0, 1])
-            for k, kind in enumerate(kinds)
-        ]))
+        roles.append(
+            ScriptedPolicy(
+                agent,
+                [
+                    Scripted(
+                        texts[kind][agent], [token_base + 10 * k + agent, 5, token_base + 10 * k + agent + 1], [1, 0, 1]
+                    )
+                    for k, kind in enumerate(kinds)
+                ],
+            )
+        )
     return roles
 
 
@@ -154,7 +161,9 @@ def test_reward_gap_collection_keeps_exact_tokens_of_both_roles_and_prompt_ids_o
 def test_identical_texts_stay_distinct_candidates_keyed_by_index():
     row = row_from()
     policies = scripted(row, ["valid", "valid", "dash"], 200)
-    batch = collect_preferences([row], RolePoliciesSource(policies, 20), PreferenceSettings(3, 0, 6, "reward_gap")).batch
+    batch = collect_preferences(
+        [row], RolePoliciesSource(policies, 20), PreferenceSettings(3, 0, 6, "reward_gap")
+    ).batch
     assert [(p.winner_ref.index, p.loser_ref.index) for p in batch] == [(0, 2), (1, 2)]
     assert batch.pairs[0].winner.sequences[0].ids != batch.pairs[1].winner.sequences[0].ids
 
@@ -212,7 +221,9 @@ def test_no_annotated_plan_reaches_any_label():
 def test_batches_combine_split_and_refuse_mixed_kinds():
     row = row_from()
     batch = collect_preferences(
-        [row], RolePoliciesSource(scripted(row, ["dash", "valid", "junk"], 0), 20), PreferenceSettings(3, 0, 6, "reward_gap")
+        [row],
+        RolePoliciesSource(scripted(row, ["dash", "valid", "junk"], 0), 20),
+        PreferenceSettings(3, 0, 6, "reward_gap"),
     ).batch
     assert [len(b) for b in batch.minibatches(2)] == [2, 1]
     both = PreferenceBatch.concat([batch, batch])

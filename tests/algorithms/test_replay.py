@@ -28,7 +28,11 @@ def candidate(seed, policies=2):
     sequences = []
     for _ in range(policies):
         n = rng.randint(1, 40)
-        sequences.append(TokenSequence(tuple(rng.randrange(0, 151_936) for _ in range(n)), tuple(rng.randint(0, 1) for _ in range(n))))
+        sequences.append(
+            TokenSequence(
+                tuple(rng.randrange(0, 151_936) for _ in range(n)), tuple(rng.randint(0, 1) for _ in range(n))
+            )
+        )
     return JointCandidate(texts=(f"logistics {seed} é", f"experience {seed}"), sequences=tuple(sequences))
 
 
@@ -109,7 +113,12 @@ def test_a_record_without_version_is_refused(tmp_path):
 def test_corrupted_tokens_are_named(tmp_path):
     store = ReplayStore(tmp_path, "decentralized")
     path = store.write(1, batch(2))
-    edit_shard(path, lambda p: p["pairs"][0]["loser"]["sequences"][1].update(mask=[2] * len(p["pairs"][0]["loser"]["sequences"][1]["ids"])))
+    edit_shard(
+        path,
+        lambda p: p["pairs"][0]["loser"]["sequences"][1].update(
+            mask=[2] * len(p["pairs"][0]["loser"]["sequences"][1]["ids"])
+        ),
+    )
     with pytest.raises(ReplayError, match="pair 0 loser, sequence 1: value mask entries must be 0 or 1"):
         store.load(1)
 

@@ -91,8 +91,16 @@ def test_plots_are_small_inline_svgs_in_both_colours():
 
 def log(tracker, tmp_path, iteration, enabled=True, env_step=40):
     return log_iteration(
-        tracker, env_step=env_step, iteration=iteration, new_pairs=2, total_pairs=5, selected=selected_batch(),
-        target_rewards=[0.0, 0.5], comparator_rewards=[0.08, 1.0], reward_range=REWARD_RANGE, run_dir=tmp_path,
+        tracker,
+        env_step=env_step,
+        iteration=iteration,
+        new_pairs=2,
+        total_pairs=5,
+        selected=selected_batch(),
+        target_rewards=[0.0, 0.5],
+        comparator_rewards=[0.08, 1.0],
+        reward_range=REWARD_RANGE,
+        run_dir=tmp_path,
         log_distribution=enabled,
     )
 
@@ -101,7 +109,8 @@ def test_json_is_written_every_iteration_without_wandb(tmp_path):
     with Tracker(tmp_path) as tracker:
         paths = [log(tracker, tmp_path, iteration) for iteration in (1, 2)]
     assert [p.relative_to(tmp_path).as_posix() for p in paths] == [
-        "reward_distributions/iteration_0001.json", "reward_distributions/iteration_0002.json",
+        "reward_distributions/iteration_0001.json",
+        "reward_distributions/iteration_0002.json",
     ]
     saved = json.loads(paths[1].read_text())
     assert saved["iteration"] == 2 and saved["num_bins"] == 16 and len(saved["bin_edges"]) == 17
@@ -117,10 +126,15 @@ def test_disabled_distributions_keep_only_counters_and_write_no_directory(tmp_pa
     with Tracker(tmp_path) as tracker:
         assert log(tracker, tmp_path, 1, enabled=False) is None
     (record,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert sorted(record) == sorted([
-        "env_step", "iter/current_iteration", "iter/current_preference_pairs", "iter/total_preference_pairs",
-        "iter/train_preference_pairs",
-    ])
+    assert sorted(record) == sorted(
+        [
+            "env_step",
+            "iter/current_iteration",
+            "iter/current_preference_pairs",
+            "iter/total_preference_pairs",
+            "iter/train_preference_pairs",
+        ]
+    )
     assert not (tmp_path / "reward_distributions").exists()
 
 
@@ -135,5 +149,8 @@ def test_wandb_gets_iteration_scalars_and_plots_on_the_iteration_axis(tmp_path, 
     assert rows[0]["eval/reward"] == 0.3
     assert rows[1]["iter/current_iteration"] == 1 and rows[1]["iter/reward_distribution/comparator_mean"] == 0.54
     assert rows[2]["iter/current_iteration"] == 1
-    for plot in ("iter/reward_distribution/iteration_0001/bar_plot", "iter/selected_reward_distribution/iteration_0001/line_plot"):
+    for plot in (
+        "iter/reward_distribution/iteration_0001/bar_plot",
+        "iter/selected_reward_distribution/iteration_0001/line_plot",
+    ):
         assert rows[2][f"{plot}/_type"] == "html-file"

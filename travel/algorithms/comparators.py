@@ -309,7 +309,9 @@ class Comparator:
             return first, first
         return first, build(1, devices[1])
 
-    def _build(self, iteration: int, actor_models: Sequence[Any], actor_tokenizers: Sequence[Any]) -> ComparatorPolicies:
+    def _build(
+        self, iteration: int, actor_models: Sequence[Any], actor_tokenizers: Sequence[Any]
+    ) -> ComparatorPolicies:
         devices = self.devices
         generators = tuple(self.stream.generator(d) for d in devices)
         if self.spec.policy == "current_copy":
@@ -435,7 +437,9 @@ class CentralTeacherSource:
 
     kind = "decentralized"
 
-    def __init__(self, actors: Sequence[Any], teacher_model: Any, generator: Any, batch_size: int, teacher_agent_index: int = 0):
+    def __init__(
+        self, actors: Sequence[Any], teacher_model: Any, generator: Any, batch_size: int, teacher_agent_index: int = 0
+    ):
         from travel.algorithms.preferences import generation_chunks
 
         generation_chunks(1, batch_size)
@@ -468,10 +472,15 @@ class CentralTeacherSource:
             experience = [group[0] for group in decoder.generate(follow_ups, 1, generator=generator)]
             for pair in zip(logistics, experience):
                 where = f"row {row.source_index}, central candidate {len(joint)}"
-                joint.append(JointCandidate(
-                    texts=(str(pair[0].text), str(pair[1].text)),
-                    sequences=tuple(TokenSequence.of(c.token_ids, c.value_mask, f"{where}, agent {a}") for a, c in enumerate(pair)),
-                ))
+                joint.append(
+                    JointCandidate(
+                        texts=(str(pair[0].text), str(pair[1].text)),
+                        sequences=tuple(
+                            TokenSequence.of(c.token_ids, c.value_mask, f"{where}, agent {a}")
+                            for a, c in enumerate(pair)
+                        ),
+                    )
+                )
         return joint
 
 

@@ -206,7 +206,7 @@ def select_pairs(
         refs = [CandidateRef(TARGET, i) for i in range(len(target))]
         refs += [CandidateRef(COMPARATOR, i) for i in range(len(comparator))]
         pairs = select_reward_gap([*target, *comparator], keep)
-        return [(refs[w], refs[l]) for w, l in pairs]
+        return [(refs[winner], refs[loser]) for winner, loser in pairs]
     raise PreferenceError(f"algorithm.pair_selection={selection!r}: choose one of {', '.join(PAIR_SELECTIONS)}")
 
 
@@ -237,7 +237,9 @@ class RolePoliciesSource:
 
     kind = DECENTRALIZED
 
-    def __init__(self, policies: Sequence["Policy"], batch_size: int, around_sampling: Optional[Callable[[], Any]] = None):
+    def __init__(
+        self, policies: Sequence["Policy"], batch_size: int, around_sampling: Optional[Callable[[], Any]] = None
+    ):
         if len(policies) != 2:
             raise PreferenceError(f"decentralized collection needs two role policies, got {len(policies)}")
         generation_chunks(1, batch_size)
@@ -246,7 +248,10 @@ class RolePoliciesSource:
         self.around_sampling = around_sampling
 
     def prompt_ids(self, row: "TravelRow") -> tuple[TokenIds, ...]:
-        return tuple(int_tuple(p.prompt_ids(row), f"row {row.source_index}, agent {a} prompt") for a, p in enumerate(self.policies))
+        return tuple(
+            int_tuple(p.prompt_ids(row), f"row {row.source_index}, agent {a} prompt")
+            for a, p in enumerate(self.policies)
+        )
 
     def _role_candidates(self, row: "TravelRow", agent_id: int, total: int) -> list["Candidate"]:
         policy, out = self.policies[agent_id], []
@@ -320,7 +325,9 @@ def _scored(row: "TravelRow", candidates: list[JointCandidate], score: ScoreFn, 
         return []
     results = score(row, [c.texts for c in candidates], reward_config)
     if len(results) != len(candidates):
-        raise PreferenceError(f"row {row.source_index}: the reward scored {len(results)} of {len(candidates)} candidates")
+        raise PreferenceError(
+            f"row {row.source_index}: the reward scored {len(results)} of {len(candidates)} candidates"
+        )
     return [float(r.reward) for r in results]
 
 
@@ -343,7 +350,9 @@ def collect_row_pairs(
         pools[COMPARATOR] = comparator.sample(row, settings.comparator_num_candidates)
     for pool, expected in ((TARGET, settings.num_candidates), (COMPARATOR, settings.comparator_num_candidates)):
         if len(pools.get(pool, [])) != expected:
-            raise PreferenceError(f"row {row.source_index}: {pool} source returned {len(pools.get(pool, []))} of {expected}")
+            raise PreferenceError(
+                f"row {row.source_index}: {pool} source returned {len(pools.get(pool, []))} of {expected}"
+            )
     rewards = {pool: _scored(row, cands, score, reward_config) for pool, cands in pools.items()}
     rewards.setdefault(COMPARATOR, [])
     every = [*rewards[TARGET], *rewards[COMPARATOR]]
@@ -351,16 +360,18 @@ def collect_row_pairs(
     pairs = [
         PreferencePair(
             row_index=row.source_index,
-            winner_ref=w,
-            loser_ref=l,
-            winner=pools[w.pool][w.index],
-            loser=pools[l.pool][l.index],
-            winner_reward=rewards[w.pool][w.index],
-            loser_reward=rewards[l.pool][l.index],
+            winner_ref=winner,
+            loser_ref=loser,
+            winner=pools[winner.pool][winner.index],
+            loser=pools[loser.pool][loser.index],
+            winner_reward=rewards[winner.pool][winner.index],
+            loser_reward=rewards[loser.pool][loser.index],
             candidate_mean=mean,
             iteration=iteration,
         )
-        for w, l in select_pairs(settings.pair_selection, rewards[TARGET], rewards[COMPARATOR], settings.pairs_per_sample)
+        for winner, loser in select_pairs(
+            settings.pair_selection, rewards[TARGET], rewards[COMPARATOR], settings.pairs_per_sample
+        )
     ]
     return pairs, rewards[TARGET], rewards[COMPARATOR]
 
@@ -400,4 +411,3 @@ def collect_preferences(
         collected_candidates=len(rows) * (settings.num_candidates + settings.comparator_num_candidates),
         rows_without_pairs=tuple(tied),
     )
-

@@ -130,8 +130,10 @@ def _candidate(record: Any, where: str) -> JointCandidate:
 
 
 def _ref(value: Any, where: str) -> CandidateRef:
-    if not (isinstance(value, list) and len(value) == 2 and value[0] in (TARGET, COMPARATOR) and isinstance(value[1], int)):
-        raise ReplayError(f"{where}: expected [\"target\"|\"comparator\", index], got {value!r}")
+    if not (
+        isinstance(value, list) and len(value) == 2 and value[0] in (TARGET, COMPARATOR) and isinstance(value[1], int)
+    ):
+        raise ReplayError(f'{where}: expected ["target"|"comparator", index], got {value!r}')
     return CandidateRef(value[0], value[1])
 
 

@@ -112,7 +112,10 @@ def iteration_scalars(
         "iter/train_preference_pairs": train_pairs,
     }
     if payload is not None:
-        for section, prefix in (("candidate", "iter/reward_distribution"), ("selected", "iter/selected_reward_distribution")):
+        for section, prefix in (
+            ("candidate", "iter/reward_distribution"),
+            ("selected", "iter/selected_reward_distribution"),
+        ):
             target, comparator = payload[section]["target"], payload[section]["comparator"]
             scalars[f"{prefix}/current_iteration"] = iteration
             if section == "selected":
@@ -161,7 +164,10 @@ def iteration_plots(payload: dict[str, Any]) -> dict[str, str]:
     """iter/... plot keys -> SVG text for the candidate and selected distributions."""
     tag = f"iteration_{payload['iteration']:04d}"
     plots = {}
-    for section, prefix in (("candidate", "iter/reward_distribution"), ("selected", "iter/selected_reward_distribution")):
+    for section, prefix in (
+        ("candidate", "iter/reward_distribution"),
+        ("selected", "iter/selected_reward_distribution"),
+    ):
         for style in ("line", "bar"):
             plots[f"{prefix}/{tag}/{style}_plot"] = svg_plot(payload[section], style)
     return plots
