@@ -34,7 +34,7 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
     assert hasattr(source, "load_raw")
     curriculum = instantiate(cfg.curriculum)
     assert curriculum.train_per_cell >= 0
-    assert cfg.algorithm.num_generations >= 2 and cfg.algorithm.name
+    assert cfg.algorithm.get("num_generations", 2) >= 2 and cfg.algorithm.name
     assert len(cfg.hardware.agent_devices) == 2
     assert instantiate(cfg.reward).reward_range == (-0.25, 1.0)
     tracker = instantiate(cfg.logger)(run_dir=tmp_path / "logs", **({"wandb_mode": "disabled"} if cfg.logger.wandb_mode else {}))

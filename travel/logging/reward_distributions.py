@@ -196,10 +196,9 @@ def log_iteration(
         payload = iteration_distribution(iteration, target_rewards, comparator_rewards, selected, reward_range)
         path = write_distribution(run_dir, payload)
     tracker.log(iteration_scalars(iteration, new_pairs, total_pairs, len(selected), payload), env_step=env_step)
-    wandb_run = tracker.wandb_run
-    if payload is not None and wandb_run is not None:
+    if payload is not None and tracker.wandb_run is not None:
         import wandb
 
         plots = {key: wandb.Html(svg, inject=False) for key, svg in iteration_plots(payload).items()}
-        wandb_run.log({"env_step": int(env_step), "iter/current_iteration": iteration, **plots})
+        tracker.log_media(plots, env_step=env_step, iteration=iteration)
     return path

@@ -92,6 +92,17 @@ class Tracker:
                 axis = {"iter/current_iteration": record["iter/current_iteration"]} if "iter/current_iteration" in record else {}
                 self._wandb.log({"env_step": int(env_step), **axis, **payload})
 
+    def log_media(self, media: Mapping[str, Any], *, env_step: int, iteration: Optional[int] = None) -> None:
+        """Upload W&B media (plots) under allow-listed keys; a no-op without W&B. Media never go to
+        metrics.jsonl: the numbers behind them are logged there by the caller."""
+        if self._wandb is None:
+            return
+        rejected = [key for key in media if not uploadable(key)]
+        if rejected:
+            raise ValueError(f"media key {rejected[0]!r} is outside the uploaded surface")
+        axis = {} if iteration is None else {"iter/current_iteration": int(iteration)}
+        self._wandb.log({"env_step": int(env_step), **axis, **media})
+
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
