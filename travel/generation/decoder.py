@@ -1,0 +1,354 @@
+"""StructuredDecoder: K candidate actions per role prompt from one prefill, with a forced JSON skeleton.
+
+The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once (several
+prompts as one left-padded batch), the cache is expanded to K rows per prompt, and then every step
+runs one forward for all rows. Per row the state lives in device tensors (slot, mode, escape state,
+has_content, value token count, generated count, forced-sequence id and pointer); tables gathered
+per step decide what is legal:
+
+- VALUE mode: the policy samples among the value-admissible tokens (travel/generation/value_vocab.py).
+  Before sampling, the value is closed by force when it reached `max_value_tokens`, or when the
+  remaining budget could no longer pay for one more token, the longest close and `-"` + suffix for
+  every later slot; so `max_new_tokens` is never exceeded and every row ends with `}]}`.
+- FORCED mode: the next token of the pending forced sequence (close and/or schema suffix).
+- DONE: the row emits padding that is not part of its output.
+
+A candidate's text is the assistant prefill plus its decoded tokens: the reward-facing action text,
+identical to `format_action` of the values as written. Its value mask is 1 exactly for sampled
+value tokens (a voluntary closing quote included) and 0 for forced tokens; with `return_logprobs`
+the masked, length-normalised log-prob under the untempered, unmasked model distribution
+(REFERENCE.md 7.5) is accumulated in the same pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from travel.generation.model_io import cache_argument, forward_last_logits, model_device, new_cache
+from travel.generation.sampling import ensure_legal, greedy_choice, sample_choice, seeded_uniforms, validate_sampling
+from travel.generation.skeleton import SEQUENCES_PER_SLOT, SlotPlan, build_slot_plan
+from travel.generation.value_vocab import ESCAPE_STATES, value_tables
+
+VALUE, FORCED, DONE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    prompt: str  # the rendered chat prompt, ending with the role's assistant prefill
+    agent_id: int
+    days: int
+    prompt_ids: tuple[int, ...] | None = None  # the prompt's tokens when already tokenized
+
+
+@dataclass
+class Candidate:
+    text: str  # prefill + decoded generated tokens
+    token_ids: torch.Tensor  # (n,) long, generated tokens only
+    value_mask: torch.Tensor  # (n,) bool, 1 = sampled value token
+    logprob: float | None  # mean full-vocabulary log-prob over value tokens (None unless requested)
+    prompt_ids: torch.Tensor  # (p,) long, the tokenized prompt (shared by a request's candidates)
+
+
+def as_request(request: DecodeRequest | Sequence[Any]) -> DecodeRequest:
+    if isinstance(request, DecodeRequest):
+        return request
+    prompt, agent_id, days = request
+    return DecodeRequest(str(prompt), int(agent_id), int(days))
+
+
+class StructuredDecoder:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_new_tokens: int = 1024,
+        max_value_tokens: int = 32,
+        temperature: float = 0.7,
+        top_p: float = 0.8,
+        fill_budget: bool = False,
+    ) -> None:
+        """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
+        loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if max_value_tokens < 1:
+            raise ValueError(f"max_value_tokens must be >= 1, got {max_value_tokens}")
+        validate_sampling(temperature, top_p)
+        if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
+            raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.max_value_tokens = max_value_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.fill_budget = fill_budget
+        self._plans: dict[tuple[int, int], SlotPlan] = {}
+        self._cache_name = cache_argument(model)
+
+    @property
+    def pad_token_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+    def plan(self, agent_id: int, days: int) -> SlotPlan:
+        """The forced sequences of a role's action; raises if the all-`-` action exceeds the budget."""
+        key = (agent_id, days)
+        if key not in self._plans:
+            plan = build_slot_plan(self.tokenizer, agent_id, days)
+            if plan.minimum_tokens > self.max_new_tokens:
+                raise ValueError(
+                    f"max_new_tokens={self.max_new_tokens} cannot hold the all-'-' action of agent {agent_id} "
+                    f"over {days} days, which needs {plan.minimum_tokens} tokens"
+                )
+            self._plans[key] = plan
+        return self._plans[key]
+
+    def generate(
+        self,
+        requests: Iterable[DecodeRequest | Sequence[Any]],
+        num_candidates: int,
+        greedy: bool = False,
+        return_logprobs: bool = False,
+        generator: torch.Generator | None = None,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Candidate]]:
+        """`num_candidates` actions per request, in request order.
+
+        Sampling randomness: `generator` (a torch.Generator on the model's device; the draws depend on
+        the whole batch), or `seeds` (one int per request: candidate j of request i samples from the
+        stream of seed seeds[i] + j, whatever else is in the batch). Neither: torch's global RNG.
+        """
+        requests = [as_request(request) for request in requests]
+        if not requests:
+            return []
+        if num_candidates < 1:
+            raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
+        plans = [self.plan(request.agent_id, request.days) for request in requests]
+        for index, (request, plan) in enumerate(zip(requests, plans)):
+            if not request.prompt.endswith(plan.prefix):
+                raise ValueError(
+                    f"request {index} (agent {request.agent_id}): the prompt must end with the assistant prefill "
+                    f"{plan.prefix!r}; render it with travel.generation.chat"
+                )
+        device = model_device(self.model)
+        if generator is not None and not greedy and generator.device.type != device.type:
+            raise ValueError(f"the generator is on {generator.device} but the model is on {device}")
+        row_seeds = None
+        if seeds is not None:
+            if generator is not None:
+                raise ValueError("pass either a generator or per-request seeds, not both")
+            if len(seeds) != len(requests):
+                raise ValueError(f"got {len(seeds)} seeds for {len(requests)} requests")
+            row_seeds = torch.tensor(
+                [int(seed) + j for seed in seeds for j in range(num_candidates)], dtype=torch.long, device=device
+            )
+        prompt_ids = [self._prompt_ids(request) for request in requests]
+        was_training = getattr(self.model, "training", False)
+        if hasattr(self.model, "eval"):
+            self.model.eval()
+        try:
+            with torch.inference_mode():
+                tokens, masks, lengths, logprobs = self._decode(
+                    plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device
+                )
+        finally:
+            if was_training:
+                self.model.train()
+        return self._candidates(plans, prompt_ids, num_candidates, tokens, masks, lengths, logprobs)
+
+    def _prompt_ids(self, request: DecodeRequest) -> torch.Tensor:
+        if request.prompt_ids is not None:
+            return torch.tensor(request.prompt_ids, dtype=torch.long)
+        return torch.tensor(self.tokenizer.encode(request.prompt, add_special_tokens=False), dtype=torch.long)
+
+    # ---- the decode loop -------------------------------------------------------------------------
+
+    def _bank(self, plans: list[SlotPlan], device: torch.device) -> dict[str, Any]:
+        """Forced sequences and tails of the distinct plans in this call, as padded device tensors."""
+        unique: dict[tuple[int, int], int] = {}
+        sequences: list[tuple[int, ...]] = []
+        tails: list[int] = []
+        seq_base: list[int] = []
+        tail_base: list[int] = []
+        for plan in plans:
+            key = (plan.agent_id, plan.days)
+            if key not in unique:
+                unique[key] = len(seq_base)
+                seq_base.append(len(sequences))
+                tail_base.append(len(tails))
+                sequences.extend(plan.sequences)
+                tails.extend(plan.tails)
+        width = max(len(sequence) for sequence in sequences)
+        bank = torch.full((len(sequences), width), self.pad_token_id, dtype=torch.long)
+        for index, sequence in enumerate(sequences):
+            bank[index, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        plan_index = [unique[(plan.agent_id, plan.days)] for plan in plans]
+        return {
+            "bank": bank.to(device),
+            "bank_len": torch.tensor([len(s) for s in sequences], dtype=torch.long, device=device),
+            "tails": torch.tensor(tails, dtype=torch.long, device=device),
+            "seq_base": torch.tensor([seq_base[i] for i in plan_index], dtype=torch.long, device=device),
+            "tail_base": torch.tensor([tail_base[i] for i in plan_index], dtype=torch.long, device=device),
+            "num_slots": torch.tensor([plan.num_slots for plan in plans], dtype=torch.long, device=device),
+            "longest_close": max(plan.longest_close for plan in plans),
+        }
+
+    def _prefill(self, prompt_ids: list[torch.Tensor], device: torch.device) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One forward over the left-padded prompts: (cache, last logits, attention mask, prompt lengths)."""
+        lengths = torch.tensor([len(ids) for ids in prompt_ids], dtype=torch.long)
+        if int(lengths.min()) < 1:
+            raise ValueError("a prompt tokenized to zero tokens")
+        width = int(lengths.max())
+        input_ids = torch.full((len(prompt_ids), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+        for row, ids in enumerate(prompt_ids):
+            input_ids[row, width - len(ids) :] = ids
+            attention[row, width - len(ids) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        cache = new_cache(self.model)
+        logits = forward_last_logits(
+            self.model, input_ids.to(device), attention.to(device), positions.to(device), cache, self._cache_name
+        )
+        return cache, logits, attention.to(device), lengths.to(device)
+
+    def _decode(
+        self,
+        plans: list[SlotPlan],
+        prompt_ids: list[torch.Tensor],
+        num_candidates: int,
+        greedy: bool,
+        return_logprobs: bool,
+        generator: torch.Generator | None,
+        row_seeds: torch.Tensor | None,
+        device: torch.device,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, device)
+        k = num_candidates
+        if k > 1:
+            cache.batch_repeat_interleave(k)
+            logits = logits.repeat_interleave(k, dim=0)
+            attention = attention.repeat_interleave(k, dim=0)
+            prompt_lengths = prompt_lengths.repeat_interleave(k, dim=0)
+        rows, vocab = logits.shape
+        tables = value_tables(self.tokenizer, vocab).on(device)
+        bank = self._bank(plans, device)
+        seq_base = bank["seq_base"].repeat_interleave(k)
+        tail_base = bank["tail_base"].repeat_interleave(k)
+        num_slots = bank["num_slots"].repeat_interleave(k)
+        reserve = 1 + bank["longest_close"]
+        budget = self.max_new_tokens
+        value_cap = budget + 1 if self.fill_budget else self.max_value_tokens
+
+        def zeros(dtype: torch.dtype = torch.long) -> torch.Tensor:
+            return torch.zeros(rows, dtype=dtype, device=device)
+
+        slot, mode, escape, seq, pos, value_count, generated = (zeros() for _ in range(7))
+        has_content = zeros(torch.bool)
+        logprob_sum = torch.zeros(rows, dtype=torch.float32, device=device)
+        out_tokens = torch.full((rows, budget), self.pad_token_id, dtype=torch.long, device=device)
+        out_mask = torch.zeros((rows, budget), dtype=torch.bool, device=device)
+        full_attention = torch.cat([attention, torch.ones((rows, budget), dtype=attention.dtype, device=device)], dim=1)
+        prompt_width = attention.shape[1]
+        pad = torch.full((rows,), self.pad_token_id, dtype=torch.long, device=device)
+
+        for step in range(budget):
+            # Close values that hit the token cap or can no longer afford another token.
+            in_value = mode == VALUE
+            tail = bank["tails"][tail_base + slot]
+            must_close = in_value & ((value_count >= value_cap) | (budget - generated < reserve + tail))
+            code = 1 + has_content.long() * ESCAPE_STATES + escape
+            seq = torch.where(must_close, seq_base + slot * SEQUENCES_PER_SLOT + code, seq)
+            pos = torch.where(must_close, torch.zeros_like(pos), pos)
+            mode = torch.where(must_close, torch.full_like(mode, FORCED), mode)
+            in_value, in_forced, active = mode == VALUE, mode == FORCED, mode != DONE
+
+            legal = tables.admissible[escape * 2 + has_content.long()]
+            if self.fill_budget:
+                legal = legal & ~tables.closes[escape]
+            if greedy:
+                chosen = greedy_choice(logits, legal)
+            else:
+                uniforms = None if row_seeds is None else seeded_uniforms(row_seeds, step, vocab)
+                chosen = sample_choice(logits, legal, self.temperature, self.top_p, generator, uniforms)
+            chosen = ensure_legal(chosen, legal)
+            forced_token = bank["bank"][seq, pos]
+            token = torch.where(in_value, chosen, torch.where(in_forced, forced_token, pad))
+            if return_logprobs:
+                token_logprob = torch.log_softmax(logits, dim=-1).gather(1, token[:, None]).squeeze(1)
+                logprob_sum += torch.where(in_value, token_logprob, torch.zeros_like(token_logprob))
+
+            # Value rows: advance the string state; a closing quote schedules the slot's suffix.
+            closes = in_value & tables.closes[escape, token]
+            has_content = has_content | (in_value & tables.adds_content[escape, token])
+            escape = torch.where(in_value, tables.next_state[escape, token], escape)
+            value_count = value_count + in_value.long()
+            # Forced rows: advance the pointer; a finished sequence opens the next slot or ends the row.
+            pos = pos + in_forced.long()
+            finished = in_forced & (pos >= bank["bank_len"][seq])
+            last = slot + 1 >= num_slots
+            next_slot = finished & ~last
+            mode = torch.where(closes, torch.full_like(mode, FORCED), mode)
+            mode = torch.where(finished & last, torch.full_like(mode, DONE), mode)
+            mode = torch.where(next_slot, torch.full_like(mode, VALUE), mode)
+            seq = torch.where(closes, seq_base + slot * SEQUENCES_PER_SLOT, seq)
+            pos = torch.where(closes, torch.zeros_like(pos), pos)
+            slot = slot + next_slot.long()
+            escape = torch.where(next_slot, torch.zeros_like(escape), escape)
+            has_content = has_content & ~next_slot
+            value_count = torch.where(next_slot, torch.zeros_like(value_count), value_count)
+
+            out_tokens[:, step] = token
+            out_mask[:, step] = in_value
+            generated = generated + active.long()
+            if step + 1 == budget or (not self.fill_budget and not bool((mode != DONE).any())):
+                break
+            logits = forward_last_logits(
+                self.model,
+                token[:, None],
+                full_attention[:, : prompt_width + step + 1],
+                (prompt_lengths + step)[:, None],
+                cache,
+                self._cache_name,
+            )
+        if bool((mode != DONE).any()):  # unreachable by the budget rule; kept as a loud guard
+            raise RuntimeError("structured decoding ended with an unfinished action")
+        logprobs = None
+        if return_logprobs:
+            counts = out_mask.sum(dim=1)
+            logprobs = torch.where(counts > 0, logprob_sum / counts.clamp(min=1), torch.zeros_like(logprob_sum))
+        return out_tokens.cpu(), out_mask.cpu(), generated.cpu(), None if logprobs is None else logprobs.cpu()
+
+    def _candidates(
+        self,
+        plans: list[SlotPlan],
+        prompt_ids: list[torch.Tensor],
+        k: int,
+        tokens: torch.Tensor,
+        masks: torch.Tensor,
+        lengths: torch.Tensor,
+        logprobs: torch.Tensor | None,
+    ) -> list[list[Candidate]]:
+        results: list[list[Candidate]] = []
+        for index, plan in enumerate(plans):
+            group = []
+            for row in range(index * k, (index + 1) * k):
+                length = int(lengths[row])
+                ids = tokens[row, :length].clone()
+                text = plan.prefix + self.tokenizer.decode(
+                    ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False
+                )
+                group.append(
+                    Candidate(
+                        text=text,
+                        token_ids=ids,
+                        value_mask=masks[row, :length].clone(),
+                        logprob=None if logprobs is None else float(logprobs[row]),
+                        prompt_ids=prompt_ids[index],
+                    )
+                )
+            results.append(group)
+        return results

@@ -1,0 +1,54 @@
+"""Calling a causal LM step by step with a KV cache, across transformers versions.
+
+transformers 5 renamed the forward argument `past_key_values` to `cache`; the decoder and the loss
+code call models only through these helpers so that either name works.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+
+def cache_argument(model: Any) -> str:
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def new_cache(model: Any) -> Any:
+    from transformers import DynamicCache
+
+    config = getattr(model, "config", None)
+    try:
+        return DynamicCache(config=config) if config is not None else DynamicCache()
+    except TypeError:  # older transformers: DynamicCache() takes no config
+        return DynamicCache()
+
+
+def forward_last_logits(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache: Any,
+    cache_name: str,
+) -> torch.Tensor:
+    """(rows, vocab) float32 logits of the last input position; `cache` is extended in place."""
+    output = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=True,
+        logits_to_keep=1,
+        **{cache_name: cache},
+    )
+    return output.logits[:, -1, :].float()
+
+
+def model_device(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device("cpu")

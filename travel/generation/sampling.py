@@ -1,0 +1,105 @@
+"""Token choice over the legal tokens: greedy argmax or temperature + top-p sampling.
+
+Order of operations (as the earlier processor chain did): mask illegal tokens first, then divide by
+the temperature, then keep the smallest set of most likely tokens whose probability reaches top_p.
+Greedy takes the argmax over legal tokens; torch.argmax returns the first maximum, so ties go to the
+lowest token id.
+
+Randomness comes either from a torch.Generator (multinomial draws over the whole batch) or from
+per-row seeds: a counter-based hash of (row seed, step, token id) gives Gumbel noise, so a row's
+samples depend only on its own seed, not on which other rows share the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def masked_logits(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    return logits.masked_fill(~legal, float("-inf"))
+
+
+def greedy_choice(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """(rows,) argmax over legal tokens, lowest id among equal maxima."""
+    return torch.argmax(masked_logits(logits, legal), dim=-1)
+
+
+def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Set to -inf every token outside the nucleus (the most likely one is always kept)."""
+    if top_p >= 1.0:
+        return scores
+    sorted_scores, order = torch.sort(scores, dim=-1, descending=False)
+    cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+    remove_sorted = cumulative <= (1.0 - top_p)
+    remove_sorted[..., -1] = False
+    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    return scores.masked_fill(remove, float("-inf"))
+
+
+def _signed(value: int) -> int:
+    """A 64-bit unsigned constant as the int64 with the same bits."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_MIX1 = _signed(0xBF58476D1CE4E5B9)
+_MIX2 = _signed(0x94D049BB133111EB)
+_STEP = _signed(0xD1B54A32D192ED03)
+
+
+def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns (torch's >> is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _splitmix(x: torch.Tensor) -> torch.Tensor:
+    x = x ^ _shift_right(x, 30)
+    x = x * _MIX1
+    x = x ^ _shift_right(x, 27)
+    x = x * _MIX2
+    return x ^ _shift_right(x, 31)
+
+
+def seeded_uniforms(row_seeds: torch.Tensor, step: int, vocab: int) -> torch.Tensor:
+    """(rows, vocab) uniforms strictly inside (0, 1), a pure function of (row seed, step, token id).
+
+    23 random bits: (k + 0.5) / 2**23 is exact in float32, so no draw rounds to 0 or 1 (which would
+    make the Gumbel noise infinite and the argmax NaN).
+    """
+    keys = _splitmix(row_seeds.long() * _GOLDEN + torch.full_like(row_seeds, step, dtype=torch.long) * _STEP)
+    tokens = torch.arange(vocab, device=row_seeds.device, dtype=torch.long) * _GOLDEN
+    bits = _splitmix(keys[:, None] ^ tokens[None, :])
+    return (_shift_right(bits, 41).float() + 0.5) / float(1 << 23)
+
+
+def sample_choice(
+    logits: torch.Tensor,
+    legal: torch.Tensor,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None = None,
+    uniforms: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(rows,) tokens sampled from the tempered, nucleus-filtered distribution over legal tokens.
+
+    With `uniforms` (rows, vocab) the draw is the Gumbel-max trick on them instead of multinomial.
+    """
+    scores = masked_logits(logits, legal) / temperature
+    scores = top_p_filter(scores, top_p)
+    if uniforms is not None:
+        return torch.argmax(scores - torch.log(-torch.log(uniforms)), dim=-1)
+    probabilities = scores.softmax(dim=-1)
+    return torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
+
+
+def ensure_legal(chosen: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """`chosen`, except that a row whose choice is not legal (NaN logits) takes its lowest legal id."""
+    is_legal = legal.gather(1, chosen[:, None]).squeeze(1)
+    return torch.where(is_legal, chosen, torch.argmax(legal.to(torch.uint8), dim=-1))
+
+
+def validate_sampling(temperature: float, top_p: float) -> None:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (use greedy=True for argmax decoding), got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
