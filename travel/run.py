@@ -76,7 +76,102 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
-        raise NotImplementedError(
-            f"mode=train: no trainer is available for algorithm={self.cfg.algorithm.name} in this version; "
-            "use mode=dry to check the data, split and budgets"
+        from travel.agents.actors import build_actors
+        from travel.algorithms.evaluation import Evaluator
+        from travel.algorithms.rollout import JointRolloutSampler
+
+        schedule, split = self._training_plan()  # every config check happens here, before any weights load
+        self._seed_everything()
+        tracker = instantiate(self.cfg.logger)(
+            run_dir=self.run_dir, config=OmegaConf.to_container(self.cfg, resolve=True)
         )
+        actors = sampler = None
+        try:
+            actors = build_actors(
+                instantiate(self.cfg.model, _partial_=True),
+                self.cfg.hardware,
+                self.cfg.generation,
+                learning_rate=float(self.cfg.algorithm.learning_rate),
+                seed=int(self.cfg.seed),
+            )
+            sampler = JointRolloutSampler(actors.actors, self.reward_config, parallel=actors.parallel)
+            evaluator = Evaluator(
+                sampler,
+                anchor_rows=split.anchor,
+                eval_rows=split.eval,
+                panel_size=split.panel_size,
+                tracker=tracker,
+                greedy=bool(self.cfg.generation.greedy_eval),
+            )
+            trainer = instantiate(self.cfg.algorithm.trainer)(
+                schedule=schedule, sampler=sampler, actors=actors, evaluator=evaluator, tracker=tracker,
+                run_dir=self.run_dir,
+            )
+            result = trainer.train()
+            return self._write_training_outputs(result, actors)
+        finally:
+            for part in (sampler, actors):
+                if part is not None:
+                    part.close()
+            tracker.close()
+
+    def _training_plan(self):
+        """The schedule and split after checking every option a training run needs, without loading weights:
+        the trainer node, the curriculum and eval pool, catalogs, K, devices and generation settings."""
+        from travel.agents.devices import agent_devices
+
+        if OmegaConf.select(self.cfg, "algorithm.trainer") is None:
+            raise ValueError(f"algorithm={self.cfg.algorithm.name} has no `trainer` node: mode=train cannot build it")
+        split = self.data.split
+        schedule = self.schedule
+        self.data.check_catalogs()
+        if not split.anchor:
+            raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
+        agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
+        generation = self.cfg.generation
+        for key in ("max_new_tokens", "max_value_tokens"):
+            if int(generation[key]) < 1:
+                raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
+        if not float(generation.temperature) > 0:
+            raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
+        if not 0 < float(generation.top_p) <= 1:
+            raise ValueError(f"generation.top_p={generation.top_p}: must be in (0, 1]")
+        return schedule, split
+
+    def _seed_everything(self) -> None:
+        """Seeds python, numpy and torch from cfg.seed; applies hardware.torch_threads when set."""
+        import random
+
+        import numpy
+        import torch
+
+        seed = int(self.cfg.seed)
+        random.seed(seed)
+        numpy.random.seed(seed)
+        torch.manual_seed(seed)  # seeds every CUDA device too
+        threads = OmegaConf.select(self.cfg, "hardware.torch_threads", default=None)
+        if threads:
+            torch.set_num_threads(int(threads))
+
+    def _write_training_outputs(self, result, actors) -> dict[str, Any]:
+        """Final actors (output.save_final_model, default true), the initial/final/delta table and the eval plot."""
+        from travel.logging.report import CURVE_FILE, format_table, plot_eval_curve
+
+        if bool(OmegaConf.select(self.cfg, "output.save_final_model", default=True)):
+            actors.save(self.run_dir / "actors")
+        points = result.evaluations
+        initial, final = points[0], points[-1]
+        print(format_table(initial.public, final.public, initial_step=initial.env_step, final_step=final.env_step))
+        plot_eval_curve(
+            [(point.env_step, point.public) for point in points],
+            self.run_dir / CURVE_FILE,
+            title=f"{self.cfg.algorithm.name} seed {self.cfg.seed}: fixed-anchor evaluation (greedy)",
+        )
+        print(f"wrote {self.run_dir}")
+        return {
+            "env_steps": result.env_steps,
+            "optimizer_updates_per_agent": result.optimizer_updates,
+            "eval_env_steps": result.eval_env_steps,
+            "initial": initial.public,
+            "final": final.public,
+        }

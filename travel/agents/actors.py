@@ -1,0 +1,161 @@
+"""Actors: one model, tokenizer, AdamW optimizer and structured decoder per role, and their placement.
+
+`build_actors` validates `hardware.agent_devices` before it calls the model factory, so a device that
+does not exist fails before any weights load. `ActorGroup.update_each` runs one update per actor:
+- hardware=1xb200 (`offload_inactive_actor`): both actors live on cuda:0 for generation; while one
+  updates, the other and its optimizer state wait on the CPU, and come back even if the update fails;
+- hardware=2gpu (`parallel_training=per_device`): one actor per device, updated in parallel threads;
+- hardware=cpu: one after the other, no moves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
+
+import torch
+
+from travel.agents.devices import agent_devices, move_actor
+
+if TYPE_CHECKING:
+    from travel.data.row import TravelRow
+
+T = TypeVar("T")
+CPU = torch.device("cpu")
+
+
+class Actor:
+    """One role's policy: samples structured actions for rows (prompts rendered once per row)."""
+
+    def __init__(
+        self,
+        agent_id: int,
+        model: Any,
+        tokenizer: Any,
+        optimizer: torch.optim.Optimizer,
+        device: torch.device,
+        decoder: Any,
+        generator: torch.Generator | None = None,
+    ):
+        self.agent_id = agent_id
+        self.model = model
+        self.tokenizer = tokenizer
+        self.optimizer = optimizer
+        self.device = device
+        self.decoder = decoder
+        self.generator = generator
+        self._requests: dict[int, tuple["TravelRow", Any]] = {}
+
+    def request(self, row: "TravelRow") -> Any:
+        """The decoder request of this role for `row` (rendered once, then cached)."""
+        cached = self._requests.get(id(row))
+        if cached is None or cached[0] is not row:
+            from travel.generation import role_request
+
+            cached = self._requests[id(row)] = (row, role_request(self.tokenizer, row, self.agent_id))
+        return cached[1]
+
+    def prompt_ids(self, row: "TravelRow") -> Sequence[int]:
+        return self.request(row).prompt_ids
+
+    @torch.no_grad()
+    def sample(self, row: "TravelRow", num_candidates: int, *, greedy: bool = False) -> list[Any]:
+        self.model.eval()
+        (candidates,) = self.decoder.generate(
+            [self.request(row)], num_candidates, greedy=greedy, generator=None if greedy else self.generator
+        )
+        return list(candidates)
+
+    def to(self, device: torch.device) -> None:
+        move_actor(self.model, self.optimizer, device)
+
+    def save(self, directory: str | Path) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        return directory
+
+
+class ActorGroup:
+    def __init__(self, actors: Sequence[Actor], *, parallel: bool = False, offload_inactive: bool = False):
+        self.actors = tuple(actors)
+        self.parallel = parallel
+        self.offload_inactive = offload_inactive and not parallel
+        self._workers = [ThreadPoolExecutor(max_workers=1) for _ in self.actors] if parallel else None
+
+    def __iter__(self) -> Iterator[Actor]:
+        return iter(self.actors)
+
+    def __getitem__(self, agent_id: int) -> Actor:
+        return self.actors[agent_id]
+
+    @contextlib.contextmanager
+    def only_active(self, active: Actor) -> Iterator[None]:
+        """Move every other GPU actor (model and optimizer state) to the CPU, and back afterwards."""
+        moved = [a for a in self.actors if a is not active and self.offload_inactive and a.device.type != "cpu"]
+        for actor in moved:
+            actor.to(CPU)
+        if moved and active.device.type == "cuda":
+            torch.cuda.empty_cache()
+        try:
+            yield
+        finally:
+            for actor in moved:
+                actor.to(actor.device)
+
+    def update_each(self, step: Callable[[Actor], T]) -> list[T]:
+        """`step(actor)` for every actor, in agent order of the results."""
+        if self._workers is not None:
+            futures = [worker.submit(step, actor) for worker, actor in zip(self._workers, self.actors)]
+            return [future.result() for future in futures]
+        results = []
+        for actor in self.actors:
+            with self.only_active(actor):
+                results.append(step(actor))
+        return results
+
+    def save(self, directory: str | Path) -> list[Path]:
+        return [actor.save(Path(directory) / f"agent_{actor.agent_id}") for actor in self.actors]
+
+    def close(self) -> None:
+        for worker in self._workers or ():
+            worker.shutdown(wait=True)
+        self._workers = None
+
+
+def build_actors(
+    model_factory: Callable[..., Any],
+    hardware: Mapping[str, Any],
+    generation: Mapping[str, Any],
+    *,
+    learning_rate: float,
+    seed: int,
+) -> ActorGroup:
+    """Validate devices, then load one model per role with its optimizer, decoder and sampling RNG."""
+    devices = agent_devices(list(hardware["agent_devices"]), str(hardware.get("parallel_training", "none")))
+    if learning_rate <= 0:
+        raise ValueError(f"algorithm.learning_rate={learning_rate}: must be > 0")
+    from travel.generation import StructuredDecoder
+
+    actors = []
+    for agent_id, device in enumerate(devices):
+        loaded = model_factory(device=str(device), gradient_checkpointing=bool(hardware.get("gradient_checkpointing", False)))
+        optimizer = torch.optim.AdamW(loaded.model.parameters(), lr=float(learning_rate))
+        decoder = StructuredDecoder(
+            loaded.model,
+            loaded.tokenizer,
+            max_new_tokens=int(generation["max_new_tokens"]),
+            max_value_tokens=int(generation["max_value_tokens"]),
+            temperature=float(generation["temperature"]),
+            top_p=float(generation["top_p"]),
+        )
+        generator = torch.Generator(device=device).manual_seed(int(seed) + agent_id)
+        actors.append(Actor(agent_id, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator))
+    return ActorGroup(
+        actors,
+        parallel=str(hardware.get("parallel_training", "none")) == "per_device",
+        offload_inactive=bool(hardware.get("offload_inactive_actor", False)),
+    )

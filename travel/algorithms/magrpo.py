@@ -1,0 +1,260 @@
+"""MAGRPO: K aligned joint actions per prompt, group-relative advantages, one AdamW step per agent per
+buffer of prompts, on the masked, length-normalised value-token loss.
+
+The trainer walks `schedule.epochs()` (the same object the dry run reports), evaluates the anchor panel
+at the start of every `eval_every_epochs`-th epoch and the whole eval pool at the end, and checks when
+it finishes that the env steps, optimizer updates and evaluation points it produced are exactly the
+schedule's. Reference KL is not used: schema tokens carry no loss, so a KL over them would be noise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from travel.algorithms.evaluation import EvalPoint, Evaluator
+    from travel.algorithms.rollout import Candidate, JointRollout, JointRolloutSampler
+    from travel.algorithms.schedule import TrainingSchedule
+
+ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
+NORMALISATION_EPS = 1e-6
+
+
+def group_advantages(rewards: Sequence[float], mode: str = "mean", normalize: bool = False) -> list[float]:
+    """Advantages of the K joint actions of one prompt.
+
+    mean: r - mean(r); raw: r; max: r - max(r); rloo: r - mean of the other K-1 rewards. With `normalize`
+    the group is divided by its population standard deviation (floored at 1e-6).
+    """
+    if mode not in ADVANTAGE_MODES:
+        raise ValueError(f"algorithm.advantage_mode={mode!r}: choose one of {', '.join(ADVANTAGE_MODES)}")
+    values = [float(r) for r in rewards]
+    if not values:
+        raise ValueError("no rewards to compute advantages from")
+    k = len(values)
+    if mode == "mean":
+        mean = math.fsum(values) / k
+        advantages = [r - mean for r in values]
+    elif mode == "raw":
+        advantages = list(values)
+    elif mode == "max":
+        best = max(values)
+        advantages = [r - best for r in values]
+    else:
+        if k < 2:
+            raise ValueError("algorithm.advantage_mode=rloo needs at least 2 generations")
+        total = math.fsum(values)
+        advantages = [r - (total - r) / (k - 1) for r in values]
+    if normalize:
+        std = max(statistics.pstdev(values), NORMALISATION_EPS)
+        advantages = [a / std for a in advantages]
+    return advantages
+
+
+@dataclass(frozen=True)
+class BufferSample:
+    """One prompt's K candidates of one agent with their advantages."""
+
+    prompt_ids: Sequence[int]
+    candidates: tuple["Candidate", ...]
+    advantages: tuple[float, ...]
+    reward_mean: float
+    env_step: int
+
+
+@dataclass
+class TrainResult:
+    env_steps: int
+    optimizer_updates: list[int]
+    evaluations: list["EvalPoint"] = field(repr=False)
+    epochs: int = 0
+
+    @property
+    def eval_env_steps(self) -> list[int]:
+        return [point.env_step for point in self.evaluations]
+
+
+def value_loss_step(actor: Any, samples: Sequence[BufferSample]) -> float:
+    """One AdamW step of `actor` on a buffer: for each prompt, the mean over its candidates with at least one
+    value token of -(length-normalised value log-prob) x advantage, averaged over the buffer's prompts.
+
+    Candidates with a zero advantage contribute nothing, so they are not run through the model (the mean
+    still counts them); a prompt whose K rewards are all equal costs no forward pass. Gradients are
+    accumulated one prompt at a time. Returns the buffer's loss value.
+    """
+    import torch
+
+    from travel.algorithms.losses import advantage_weighted_loss, value_token_logprobs
+
+    model, optimizer = actor.model, actor.optimizer
+    pad_token_id = getattr(actor.tokenizer, "pad_token_id", None) or 0
+    optimizer.zero_grad(set_to_none=True)
+    was_training = model.training
+    model.train()
+    total = 0.0
+    try:
+        for sample in samples:
+            counts = [int(torch.as_tensor(c.value_mask).sum()) for c in sample.candidates]
+            scored = sum(count > 0 for count in counts)
+            keep = [k for k, count in enumerate(counts) if count > 0 and sample.advantages[k] != 0.0]
+            if not keep:
+                continue
+            logprobs, token_counts = value_token_logprobs(
+                model,
+                [sample.prompt_ids] * len(keep),
+                [sample.candidates[k].token_ids for k in keep],
+                [sample.candidates[k].value_mask for k in keep],
+                return_counts=True,
+                pad_token_id=int(pad_token_id),
+            )
+            advantages = [sample.advantages[k] for k in keep]
+            # advantage_weighted_loss averages over the kept candidates; rescale to the mean over all scored ones
+            loss = advantage_weighted_loss(logprobs, advantages, token_counts) * (len(keep) / scored) / len(samples)
+            loss.backward()
+            total += float(loss.detach())
+        optimizer.step()
+    finally:
+        optimizer.zero_grad(set_to_none=True)
+        model.train(was_training)
+    return total
+
+
+class ScheduleDrift(RuntimeError):
+    """The trainer's counts differ from the schedule the dry run reported."""
+
+
+class MAGRPOTrainer:
+    """Runs the MAGRPO loop over a schedule. `actors` updates its agents through `update_each(step_fn)`;
+    the rollout seam, evaluator and tracker are injected so tests can script any of them."""
+
+    def __init__(
+        self,
+        *,
+        schedule: "TrainingSchedule",
+        sampler: "JointRolloutSampler",
+        actors: Any,
+        evaluator: "Evaluator",
+        tracker: Any = None,
+        run_dir: Optional[str | Path] = None,
+        advantage_mode: str = "mean",
+        advantage_normalization: bool = False,
+        logging_steps: int = 20,
+        progress: bool = True,
+        **unused: Any,
+    ):
+        if advantage_mode not in ADVANTAGE_MODES:
+            raise ValueError(f"algorithm.advantage_mode={advantage_mode!r}: choose one of {', '.join(ADVANTAGE_MODES)}")
+        if logging_steps < 1:
+            raise ValueError(f"algorithm.logging_steps={logging_steps}: must be >= 1")
+        self.schedule = schedule
+        self.sampler = sampler
+        self.actors = actors
+        self.evaluator = evaluator
+        self.tracker = tracker
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.advantage_mode = advantage_mode
+        self.advantage_normalization = bool(advantage_normalization)
+        self.logging_steps = int(logging_steps)
+        self.progress = progress
+        self.num_agents = 2
+        self.optimizer_updates = [0] * self.num_agents
+        self._buffer: list[tuple["JointRollout", list[float]]] = []
+        self._last_turn_log: Optional[int] = None
+
+    # -- the loop -------------------------------------------------------------------------------------------------
+
+    def train(self) -> TrainResult:
+        schedule = self.schedule
+        num_generations = schedule.num_generations
+        epochs = schedule.epochs()
+        bar = tqdm(total=schedule.env_steps, desc="train env steps", unit="step", disable=not self.progress)
+        try:
+            for epoch_index, (phase, rows) in enumerate(epochs):
+                if epoch_index % schedule.eval_every_epochs == 0:
+                    self.evaluator.periodic(self.sampler.env_step)
+                for row in rows:
+                    rollout = self.sampler.rollout(row, num_generations)
+                    advantages = group_advantages(rollout.rewards, self.advantage_mode, self.advantage_normalization)
+                    self._buffer.append((rollout, advantages))
+                    bar.update(rollout.num_joint_actions)
+                    bar.set_postfix(epoch=f"{epoch_index + 1}/{len(epochs)}", phase=phase, refresh=False)
+                    if len(self._buffer) >= schedule.rollout_buffer_size:
+                        self._process_buffer(phase)
+                if self._buffer:  # a partial buffer at the epoch end is processed
+                    self._process_buffer(phase)
+        finally:
+            bar.close()
+        self.evaluator.terminal(self.sampler.env_step, self.run_dir)
+        result = TrainResult(
+            env_steps=self.sampler.env_step,
+            optimizer_updates=list(self.optimizer_updates),
+            evaluations=list(self.evaluator.history),
+            epochs=len(epochs),
+        )
+        self._check_against_schedule(result)
+        return result
+
+    def _check_against_schedule(self, result: TrainResult) -> None:
+        expected = (
+            self.schedule.env_steps,
+            [self.schedule.optimizer_updates_per_agent] * self.num_agents,
+            self.schedule.eval_env_steps(),
+        )
+        actual = (result.env_steps, result.optimizer_updates, result.eval_env_steps)
+        if actual != expected:
+            raise ScheduleDrift(
+                f"training produced (env steps, updates per agent, eval env steps) = {actual}, "
+                f"but the schedule predicts {expected}"
+            )
+
+    # -- one buffer -------------------------------------------------------------------------------------------------
+
+    def _agent_samples(self, agent_id: int) -> list[BufferSample]:
+        return [
+            BufferSample(
+                prompt_ids=rollout.agents[agent_id].prompt_ids,
+                candidates=rollout.agents[agent_id].candidates,
+                advantages=tuple(advantages),
+                reward_mean=statistics.fmean(rollout.rewards),
+                env_step=rollout.env_step,
+            )
+            for rollout, advantages in self._buffer
+        ]
+
+    def _process_buffer(self, phase: str) -> None:
+        samples = [self._agent_samples(agent_id) for agent_id in range(self.num_agents)]
+        losses = self.actors.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id]))
+        for agent_id in range(self.num_agents):
+            self.optimizer_updates[agent_id] += 1
+        self._log_buffer(samples[0], losses, phase)
+        self._buffer.clear()
+
+    def _log_buffer(self, samples: list[BufferSample], losses: Sequence[float], phase: str) -> None:
+        env_step = max(sample.env_step for sample in samples)
+        reward_mean = statistics.fmean(sample.reward_mean for sample in samples)
+        rewards = [rollout.rewards for rollout, _ in self._buffer]
+        advantages = [a for _, group in self._buffer for a in group]
+        record: dict[str, Any] = {
+            "train/reward": reward_mean,
+            "train/reward_group_std": statistics.fmean(statistics.pstdev(group) for group in rewards),
+            "train/nonzero_advantage_rate": sum(abs(a) > 1e-6 for a in advantages) / len(advantages),
+            "train/curriculum_stage": 0 if phase == "short" else 1,
+            **{f"train/loss_agent_{agent_id}": float(loss) for agent_id, loss in enumerate(losses)},
+        }
+        if self._turn_log_due(env_step):
+            # single turn: the return of a joint action is its reward
+            record.update({"turn_1/reward_mean": reward_mean, "turn_1/expected_return": reward_mean})
+            self._last_turn_log = env_step
+        if self.tracker is not None:
+            self.tracker.log(record, env_step=env_step)
+
+    def _turn_log_due(self, env_step: int) -> bool:
+        if self._last_turn_log is None:
+            return True
+        return env_step > self._last_turn_log and env_step - self._last_turn_log >= self.logging_steps
