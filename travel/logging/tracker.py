@@ -39,7 +39,7 @@ class Tracker:
     def __init__(
         self,
         run_dir: str | Path,
-        wandb_mode: Optional[str] = None,  # None: no W&B; else "online" | "offline" | "disabled"
+        mode: Optional[str] = None,  # None: no W&B; else "online" | "offline" | "disabled"
         project: str = "Travel",
         entity: Optional[str] = None,
         name: Optional[str] = None,
@@ -52,8 +52,8 @@ class Tracker:
         self.path = self.run_dir / "metrics.jsonl"
         self._file = self.path.open("a", encoding="utf-8")
         self._wandb = None
-        if wandb_mode is not None:
-            self._init_wandb(wandb_mode, project, entity, name, group, tags, config)
+        if mode is not None:
+            self._init_wandb(mode, project, entity, name, group, tags, config)
 
     def _init_wandb(self, mode, project, entity, name, group, tags, config) -> None:
         if mode not in ("online", "offline", "disabled"):
