@@ -19,7 +19,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -182,7 +182,7 @@ def fit_reward_model(model: JointRewardModel, comparisons: Sequence[PreferenceTe
     parameters = model.trainable_parameters()
     if not parameters:
         raise RewardModelError("the reward model has no trainable parameters")
-    optimizer: Optional[torch.optim.Optimizer] = torch.optim.AdamW(parameters, lr=settings.learning_rate)
+    optimizer = torch.optim.AdamW(parameters, lr=settings.learning_rate)
     rng = random.Random(settings.seed)
     losses: list[float] = []
     updates = correct = 0
@@ -205,7 +205,6 @@ def fit_reward_model(model: JointRewardModel, comparisons: Sequence[PreferenceTe
     finally:
         optimizer.zero_grad(set_to_none=True)
         del optimizer
-        optimizer = None
         release_memory(model.device)
         model.freeze()
     seen = settings.num_epochs * len(comparisons)
