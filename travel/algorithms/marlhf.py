@@ -1,0 +1,281 @@
+"""MARLHF and MARLHF-iter: a Bradley-Terry reward model fitted on task-reward preferences, then online MAGRPO
+on the reward model's score.
+
+MARLHF collects preferences once as MADPO does (reward_gap pairs), fits the reward model (both actors parked
+on the CPU meanwhile), then runs the MAGRPO loop of travel.algorithms.magrpo over all train rows with the
+learned score as the training reward. MARLHF-iter runs num_iterations refreshes: before every
+num_train_epochs-th online epoch it collects target and comparator candidates, stores the pairs as a replay
+shard, draws a lambda-decay replay sample, logs iter/* and the reward distributions, and refits a fresh
+reward model from the base weights on that sample.
+
+Only the training rollouts are scored by the reward model (through their own rollout sampler); the evaluator
+keeps the run's task-reward sampler, so every eval/* point is the task reward and its metrics. env_step counts
+online joint actions; collection does not advance it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
+
+import torch
+
+from travel.algorithms.preference_loop import (
+    PreferenceRun,
+    PreferenceTrainResult,
+    TrainRows,
+    check_against_budget,
+    format_preference_report,
+    require_pairs,
+)
+from travel.algorithms.reward_model import (
+    JointRewardModel,
+    PreferenceText,
+    RewardFitSettings,
+    build_reward_model,
+    fit_reward_model,
+    joint_text,
+    load_pretrained_base,
+    release_memory,
+)
+
+if TYPE_CHECKING:
+    from travel.algorithms.comparators import ComparatorSpec
+    from travel.algorithms.evaluation import Evaluator
+    from travel.algorithms.preferences import PreferenceBatch
+    from travel.data.row import TravelRow
+    from travel.reward import RewardResult
+
+CPU = torch.device("cpu")
+
+
+@contextlib.contextmanager
+def actors_parked_on_cpu(actors: Any) -> Iterator[None]:
+    """Both actors (models and optimizer state) wait on the CPU, and come back even if the body fails."""
+    moved = [actor for actor in actors.actors if torch.device(actor.device).type != "cpu"]
+    for actor in moved:
+        actor.to(CPU)
+    if moved and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    try:
+        yield
+    finally:
+        for actor in moved:
+            actor.to(actor.device)
+
+
+def role_prompts(actors: Any, row: "TravelRow") -> list[str]:
+    """The rendered prompt text of each role for `row` (the reward model strips the assistant prefill)."""
+    return [actor.request(row).prompt for actor in actors.actors]
+
+
+class MARLHFTrainer:
+    """Collect once, fit the reward model once, then the MAGRPO online phase on the learned reward."""
+
+    def __init__(
+        self,
+        *,
+        sampler: Any,
+        actors: Any,
+        evaluator: "Evaluator",
+        algorithm: Mapping[str, Any],
+        reward_config: Any,
+        train_rows: Sequence["TravelRow"],
+        seed: int = 0,
+        tracker: Any = None,
+        run_dir: Optional[str | Path] = None,
+        comparator_spec: Optional["ComparatorSpec"] = None,
+        model_factory: Optional[Callable[..., Any]] = None,
+        reward_base_loader: Optional[Callable[[], tuple[Any, Any]]] = None,
+        gradient_checkpointing: bool = False,
+        score: Optional[Callable[..., Any]] = None,
+        comparator_loaders: Optional[tuple[Callable[..., Any], Callable[..., Any]]] = None,
+        progress: bool = True,
+        **unused: Any,
+    ):
+        from travel.algorithms.budgets import online_schedule
+        from travel.algorithms.rollout import JointRolloutSampler
+
+        scoring = str(algorithm.get("preference_scoring_reward") or "task")
+        if scoring != "task":
+            raise ValueError(f"algorithm.preference_scoring_reward={scoring!r}: preferences are labelled by the task reward only")
+        self.actors = actors
+        self.evaluator = evaluator
+        self.tracker = tracker
+        self.algorithm = algorithm
+        self.progress = progress
+        self.run = PreferenceRun(
+            actors=actors,
+            evaluator=evaluator,
+            tracker=tracker,
+            run_dir=run_dir,
+            algorithm=algorithm,
+            reward_config=reward_config,
+            train_rows=train_rows,
+            seed=seed,
+            comparator_spec=comparator_spec,
+            score=score,
+            comparator_loaders=comparator_loaders,
+            progress=progress,
+        )
+        self.budget = self.run.budget()
+        self.epochs_per_iteration = int(algorithm["num_train_epochs"])
+        self.schedule = online_schedule(algorithm, TrainRows(tuple(train_rows)), self.run.num_iterations * self.epochs_per_iteration)
+        self.rows_by_index = {row.source_index: row for row in train_rows}
+        self.fit_settings = RewardFitSettings(
+            learning_rate=float(algorithm.get("reward_learning_rate", 1e-5)),
+            num_epochs=int(algorithm.get("reward_num_train_epochs", 1)),
+            batch_size=int(algorithm.get("reward_train_batch_size", 1)),
+            seed=int(seed),
+        )
+        self.reward_device = str(algorithm.get("reward_model_device") or "cpu")
+        self.reward_max_length = int(algorithm.get("reward_max_length", 32768))
+        self.freeze_backbone = bool(algorithm.get("reward_freeze_backbone", False))
+        self.gradient_checkpointing = bool(gradient_checkpointing)
+        self.load_reward_base = reward_base_loader or self._base_loader(algorithm, model_factory)
+        self.reward_model: Optional[JointRewardModel] = None
+        # training rollouts only: the evaluator keeps the task-reward sampler it was built with
+        self.learned_sampler = JointRolloutSampler(
+            actors.actors, reward_config, score=self.learned_scores, parallel=bool(getattr(actors, "parallel", False))
+        )
+
+    @staticmethod
+    def _base_loader(algorithm: Mapping[str, Any], model_factory: Optional[Callable[..., Any]]) -> Callable[[], tuple[Any, Any]]:
+        name = algorithm.get("reward_model_name")
+        if name:
+            return lambda: load_pretrained_base(str(name))
+        if model_factory is None:
+            raise ValueError("algorithm.reward_model_name=null uses the actors' base model, but no model factory was given")
+
+        def load_actor_base() -> tuple[Any, Any]:
+            loaded = model_factory(device="cpu", gradient_checkpointing=False)
+            return loaded.model, loaded.tokenizer
+
+        return load_actor_base
+
+    # -- the learned reward -----------------------------------------------------------------------------------
+
+    def learned_scores(self, row: "TravelRow", pairs: list[tuple[str, str]], config: Any = None) -> list["RewardResult"]:
+        """The rollout seam's score function during the online phase: reward-model scores, no task metrics."""
+        from travel.reward import RewardResult
+
+        if self.reward_model is None:
+            raise RuntimeError("the online phase scored a rollout before the reward model was fitted")
+        prompts = role_prompts(self.actors, row)
+        scores = self.reward_model.score_texts([joint_text(list(pair), prompts) for pair in pairs])
+        return [RewardResult(reward=score, metrics={}, backend="learned_reward_model") for score in scores]
+
+    def comparisons(self, pairs: "PreferenceBatch") -> list[PreferenceText]:
+        out = []
+        for pair in pairs:
+            prompts = role_prompts(self.actors, self.rows_by_index[pair.row_index])
+            out.append(PreferenceText(joint_text(list(pair.winner.texts), prompts), joint_text(list(pair.loser.texts), prompts)))
+        return out
+
+    def fit(self, pairs: "PreferenceBatch", iteration: int) -> None:
+        """Discard any previous reward model, build a fresh one from the base weights and fit it on `pairs`."""
+        self.reward_model = None
+        gc.collect()
+        comparisons = self.comparisons(pairs)
+        with actors_parked_on_cpu(self.actors):
+            model = build_reward_model(
+                self.load_reward_base,
+                device=self.reward_device,
+                max_length=self.reward_max_length,
+                freeze_backbone=self.freeze_backbone,
+                gradient_checkpointing=self.gradient_checkpointing,
+                seed=self.run.seed,
+            )
+            result = fit_reward_model(model, comparisons, self.fit_settings)
+        release_memory(torch.device(self.reward_device))
+        self.reward_model = model
+        self.run.counts.trained_pairs += result.pairs * self.fit_settings.num_epochs
+        self.run.counts.reward_model_updates += result.updates
+        if self.tracker is not None:
+            self.tracker.log(
+                {
+                    "train/reward_model_loss": result.mean_loss,
+                    "train/reward_model_accuracy": result.train_accuracy,
+                    "train/reward_model_pairs": result.pairs,
+                    "train/reward_model_iteration": iteration,
+                },
+                env_step=self.learned_sampler.env_step,
+            )
+
+    # -- the run ----------------------------------------------------------------------------------------------
+
+    def _magrpo(self, on_epoch_start: Optional[Callable[[int], None]] = None) -> Any:
+        from travel.algorithms.magrpo import MAGRPOTrainer
+
+        return MAGRPOTrainer(
+            schedule=self.schedule,
+            sampler=self.learned_sampler,
+            actors=self.actors,
+            evaluator=self.evaluator,
+            tracker=self.tracker,
+            run_dir=self.run.run_dir,
+            advantage_mode=str(self.algorithm.get("advantage_mode", "mean")),
+            advantage_normalization=bool(self.algorithm.get("advantage_normalization", False)),
+            logging_steps=int(self.algorithm.get("logging_steps", 20)),
+            progress=self.progress,
+            on_epoch_start=on_epoch_start,
+        )
+
+    def train(self) -> PreferenceTrainResult:
+        self.run.start()
+        try:
+            online = self._train_online()
+        finally:
+            self.learned_sampler.close()
+        result = PreferenceTrainResult(
+            env_steps=online.env_steps,
+            optimizer_updates=list(online.optimizer_updates),
+            evaluations=list(online.evaluations),
+            counts=self.run.counts,
+        )
+        print(format_preference_report(self.run.name, result, self.budget))
+        check_against_budget(self.budget, result, len(self.actors.actors))
+        return result
+
+    def _train_online(self) -> Any:
+        collection = self.run.collect(1)
+        require_pairs(len(collection.batch), collection.collected_candidates, self.run.name)
+        self.fit(collection.batch, 1)
+        return self._magrpo().train()
+
+
+class MARLHFIterTrainer(MARLHFTrainer):
+    """Before every num_train_epochs-th online epoch: collect with the comparator, replay-sample, refit."""
+
+    def __init__(self, **kwargs: Any):
+        import inspect
+
+        from travel.algorithms.magrpo import MAGRPOTrainer
+
+        super().__init__(**kwargs)
+        if not self.run.iterative:
+            raise ValueError("algorithm.num_iterations is required for MARLHF-iter")
+        if "on_epoch_start" not in inspect.signature(MAGRPOTrainer).parameters:
+            raise NotImplementedError(
+                "MARLHF-iter refreshes preferences and the reward model between online epochs through "
+                "MAGRPOTrainer(on_epoch_start=...), which this version of travel.algorithms.magrpo lacks"
+            )
+
+    def refresh(self, epoch_index: int) -> None:
+        """The iteration boundary, called by the MAGRPO loop before each epoch's evaluation."""
+        if epoch_index % self.epochs_per_iteration:
+            return
+        iteration = epoch_index // self.epochs_per_iteration + 1
+        if iteration > 1:
+            self.run.end_iteration(iteration - 1)
+        collection = self.run.collect(iteration)
+        sample = self.run.training_sample(iteration, len(collection.batch))
+        self.run.log_iteration(iteration, self.learned_sampler.env_step, collection, sample)
+        # the online phase needs a reward model: with no stored pair at all there is nothing to fit
+        require_pairs(len(sample), self.run.counts.collected_candidates, self.run.name)
+        self.fit(sample, iteration)
+
+    def _train_online(self) -> Any:
+        return self._magrpo(on_epoch_start=self.refresh).train()
