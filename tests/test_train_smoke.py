@@ -1,0 +1,141 @@
+"""mode=train end to end: the smoke experiment through launch.py with offline W&B, the trainer's counts
+against the dry run, a crash mid-run, and config errors that must fail before any weights load."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from tests.logging.wandb_files import history_rows, offline_run_file
+from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
+from travel.run import Run
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = REPO / "launch.py"
+UPLOADED_KEYS = {"env_step", *EVAL_METRIC_NAMES, "turn_1/reward_mean", "turn_1/expected_return"}
+MODEL_FACTORY_CALLS: list[dict] = []
+
+
+def forbidden_model_factory(**kwargs):
+    """Stands in for the model factory in tests where loading weights would be a bug."""
+    MODEL_FACTORY_CALLS.append(kwargs)
+    raise AssertionError("the model factory was called")
+
+
+def compose_config(*overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def metrics_records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_smoke_experiment_end_to_end_with_offline_wandb(tmp_path):
+    env = {**os.environ, "WANDB_SILENT": "true"}
+    result = subprocess.run(
+        [sys.executable, str(LAUNCH), "experiment=smoke", "logger=wandb", "logger.mode=offline"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    (run_dir,) = (tmp_path / "outputs" / "magrpo").iterdir()
+    for name in ("metrics.jsonl", "config.yaml", "eval_final.json", "eval_curve.png"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "eval_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "initial" in result.stdout and "collaboration_success" in result.stdout
+
+    rows = history_rows(offline_run_file(run_dir))
+    uploaded = {key for row in rows for key in row if not key.startswith("_")}
+    assert uploaded == UPLOADED_KEYS
+    assert [row["_history_step"] for row in rows] == list(range(len(rows)))  # never an explicit step=
+    # conf/experiment/smoke.yaml: 4 train rows per epoch, 2 epochs, K = 2, buffers of 3 prompts:
+    # buffers end at env steps 6, 8 | 14, 16; logging_steps 4 -> turn_1 at 6 and 14 (8 and 16 are too
+    # close); anchor evaluations at the epoch starts 0 and 8, the terminal one at 16.
+    kinds = [("eval" if "eval/reward" in row else "turn", row["env_step"]) for row in rows]
+    assert kinds == [("eval", 0), ("turn", 6), ("eval", 8), ("turn", 14), ("eval", 16)]
+    for row in rows:
+        keys = {key for key in row if not key.startswith("_")}
+        assert keys in ({"env_step", *EVAL_METRIC_NAMES}, {"env_step", "turn_1/reward_mean", "turn_1/expected_return"})
+
+    records = metrics_records(run_dir)
+    assert [r["env_step"] for r in records if "train/reward" in r] == [6, 8, 14, 16]
+    final = json.loads((run_dir / "eval_final.json").read_text())
+    assert final["env_step"] == 16 and final["num_rows"] == 2 and final["anchor_rows"] == 1
+    assert final["eval"]["eval/reward"] == pytest.approx(rows[-1]["eval/reward"])
+    assert set(final["eval_full"]) == {name.replace("eval/", "eval_full/") for name in EVAL_METRIC_NAMES}
+
+    config = OmegaConf.load(run_dir / "config.yaml")
+    assert config.model.name == "tiny_random" and config.algorithm.num_generations == 2
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    for agent in (0, 1):
+        directory = run_dir / "actors" / f"agent_{agent}"
+        model = AutoModelForCausalLM.from_pretrained(directory)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        assert model.config.hidden_size == 64 and tokenizer.chat_template
+
+
+def test_trainer_counts_match_the_dry_run_report(tmp_path):
+    from travel.logging.dry_report import build_dry_report
+
+    overrides = ["experiment=smoke", "algorithm.num_train_epochs=3", "algorithm.eval_every_epochs=2"]
+    report = build_dry_report(Run(compose_config(*overrides, "mode=dry"), run_dir=str(tmp_path / "dry")))
+    run_dir = tmp_path / "train"
+    result = Run(compose_config(*overrides), run_dir=str(run_dir))()
+    assert result["env_steps"] == report["env_steps"]
+    assert result["optimizer_updates_per_agent"] == [report["optimizer_updates_per_agent"]] * 2
+    assert result["eval_env_steps"] == report["eval_env_steps"]
+    records = metrics_records(run_dir)
+    assert len([r for r in records if "train/reward" in r]) == report["optimizer_updates_per_agent"]
+    assert [r["env_step"] for r in records if "eval/reward" in r] == report["eval_env_steps"]
+    assert max(r["env_step"] for r in records) == report["env_steps"]
+    # the report's own numbers, derived by hand: 4 rows x 3 epochs x K=2; 2 buffers (3 + 1) per epoch;
+    # evaluations at epochs 0 and 2 (env steps 0 and 16) and at the end
+    assert (report["env_steps"], report["optimizer_updates_per_agent"], report["eval_env_steps"]) == (24, 6, [0, 16, 24])
+
+
+def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monkeypatch):
+    import travel.reward
+
+    real = travel.reward.score_joint_actions
+    calls = []
+
+    def failing_reward(row, pairs, config=None):
+        calls.append(row.source_index)
+        if len(calls) == 5:  # 1 anchor evaluation, 3 training rollouts (one buffer), then the 4th rollout
+            raise RuntimeError("reward backend failed")
+        return real(row, pairs, config)
+
+    monkeypatch.setattr(travel.reward, "score_joint_actions", failing_reward)
+    with pytest.raises(RuntimeError, match="reward backend failed"):
+        Run(compose_config("experiment=smoke"), run_dir=str(tmp_path))()
+    records = metrics_records(tmp_path)
+    assert [(r["env_step"], "eval/reward" in r, "train/reward" in r) for r in records] == [(0, True, False), (6, False, True)]
+    config = OmegaConf.load(tmp_path / "config.yaml")
+    assert config.algorithm.name == "magrpo" and config.seed == 42
+    assert not (tmp_path / "eval_final.json").exists() and not (tmp_path / "actors").exists()
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("algorithm.num_generations=1", "algorithm.num_generations=1"),
+        ("curriculum.eval_per_cell=30", "curriculum.eval_per_cell=30"),
+        ("hardware.agent_devices=[cuda:99,cpu]", "hardware.agent_devices"),
+        ("hardware.agent_devices=[cpu,npu]", "hardware.agent_devices"),
+    ],
+)
+def test_bad_config_fails_before_loading_weights(tmp_path, override, message):
+    MODEL_FACTORY_CALLS.clear()
+    cfg = compose_config("experiment=smoke", override, f"model._target_={__name__}.forbidden_model_factory")
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        Run(cfg, run_dir=str(tmp_path))()
+    assert MODEL_FACTORY_CALLS == []
+    assert not (tmp_path / "metrics.jsonl").exists()
