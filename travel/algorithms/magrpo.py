@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from tqdm.auto import tqdm
 
@@ -146,6 +146,7 @@ class MAGRPOTrainer:
         advantage_normalization: bool = False,
         logging_steps: int = 20,
         progress: bool = True,
+        on_epoch_start: Optional[Callable[[int], None]] = None,
         **unused: Any,
     ):
         if advantage_mode not in ADVANTAGE_MODES:
@@ -162,6 +163,7 @@ class MAGRPOTrainer:
         self.advantage_normalization = bool(advantage_normalization)
         self.logging_steps = int(logging_steps)
         self.progress = progress
+        self.on_epoch_start = on_epoch_start
         self.num_agents = 2
         self.optimizer_updates = [0] * self.num_agents
         self._buffer: list[tuple["JointRollout", list[float]]] = []
@@ -176,6 +178,8 @@ class MAGRPOTrainer:
         bar = tqdm(total=schedule.env_steps, desc="train env steps", unit="step", disable=not self.progress)
         try:
             for epoch_index, (phase, rows) in enumerate(epochs):
+                if self.on_epoch_start is not None:  # e.g. MARLHF-iter's collection and reward-model refit
+                    self.on_epoch_start(epoch_index)
                 if epoch_index % schedule.eval_every_epochs == 0:
                     self.evaluator.periodic(self.sampler.env_step)
                 for row in rows:
