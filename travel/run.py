@@ -105,7 +105,7 @@ class Run:
             )
             trainer = instantiate(self.cfg.algorithm.trainer)(
                 schedule=schedule, sampler=sampler, actors=actors, evaluator=evaluator, tracker=tracker,
-                run_dir=self.run_dir,
+                run_dir=self.run_dir, **self._preference_parts(split),
             )
             result = trainer.train()
             return self._write_training_outputs(result, actors)
@@ -115,6 +115,27 @@ class Run:
                     part.close()
             tracker.close()
 
+    def _is_preference_algorithm(self) -> bool:
+        from travel.algorithms.budgets import ALGORITHM_FAMILIES
+
+        return ALGORITHM_FAMILIES.get(str(self.cfg.algorithm.name)) in ("madpo", "marlhf")
+
+    def _preference_parts(self, split) -> dict[str, Any]:
+        """What the preference trainers need beyond MAGRPO's parts (travel/algorithms/madpo.py, marlhf.py)."""
+        if not self._is_preference_algorithm():
+            return {}
+        from travel.algorithms.comparators import ComparatorSpec
+
+        return {
+            "algorithm": self.cfg.algorithm,
+            "reward_config": self.reward_config,
+            "train_rows": split.train,
+            "seed": int(self.cfg.seed),
+            "comparator_spec": ComparatorSpec.from_config(self.cfg),
+            "model_factory": instantiate(self.cfg.model, _partial_=True),
+            "gradient_checkpointing": bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
+        }
+
     def _training_plan(self):
         """The schedule and split after checking every option a training run needs, without loading weights:
         the trainer node, the curriculum and eval pool, catalogs, K, devices and generation settings."""
@@ -123,7 +144,15 @@ class Run:
         if OmegaConf.select(self.cfg, "algorithm.trainer") is None:
             raise ValueError(f"algorithm={self.cfg.algorithm.name} has no `trainer` node: mode=train cannot build it")
         split = self.data.split
-        schedule = self.schedule
+        if self._is_preference_algorithm():  # they price their own budget; option errors surface here
+            from travel.algorithms.budgets import preference_budget
+            from travel.algorithms.comparators import ComparatorSpec
+
+            preference_budget(self.cfg.algorithm, split)
+            ComparatorSpec.from_config(self.cfg)
+            schedule = None
+        else:
+            schedule = self.schedule
         self.data.check_catalogs()
         if not split.anchor:
             raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
@@ -174,4 +203,5 @@ class Run:
             "eval_env_steps": result.eval_env_steps,
             "initial": initial.public,
             "final": final.public,
+            **({"preference_counts": result.counts.as_dict()} if hasattr(result, "counts") else {}),
         }
