@@ -1,0 +1,150 @@
+"""`python launch.py experiment=smoke algorithm=X` for the four preference algorithms, end to end in subprocesses
+(two at a time), on a reduced schedule: 2 train rows, one epoch. Each run directory is checked against what the
+run must have produced: stored pairs whose token ids are exactly the generated continuations of the stored texts
+under the row's own prompt, reward distributions over the declared range (iterative runs), eval/* at the env
+steps the schedule implies, iter/* only for iterative runs, and a console report that keeps collected
+candidates, pairs, replayed pairs and env steps apart. A run in which every comparison ties must fail."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = REPO / "launch.py"
+ALGORITHMS = ("madpo", "madpo_iter", "marlhf", "marlhf_iter")
+REDUCED = ["curriculum.train_per_cell=1", "algorithm.num_train_epochs=1"]
+DPO_REDUCED = ["algorithm.train_batch_size=1", "algorithm.eval_every_updates=1"]
+
+
+def launch(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run(
+        [sys.executable, str(LAUNCH), "experiment=smoke", f"hydra.run.dir={run_dir}", *overrides],
+        cwd=run_dir.parent, env=env, capture_output=True, text=True, timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("preference_smoke")
+
+    def one(algorithm: str):
+        extra = DPO_REDUCED if algorithm.startswith("madpo") else []
+        return algorithm, launch(base / algorithm, f"algorithm={algorithm}", *REDUCED, *extra)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = dict(pool.map(one, ALGORITHMS))
+    for algorithm, result in done.items():
+        assert result.returncode == 0, f"{algorithm}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return {algorithm: (base / algorithm, result.stdout) for algorithm, result in done.items()}
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def console_report(stdout: str) -> dict[str, int]:
+    """The counts of the trainer's final report: lines `  <label>   <integer>  (<unit>)`."""
+    counts = {}
+    for line in stdout.splitlines():
+        label, _, rest = line.strip().partition("   ")
+        words = rest.split()
+        if label in ("collected candidates", "preference pairs", "trained pairs", "replayed pairs", "env steps") and words:
+            counts[label] = int(words[0])
+    return counts
+
+
+def expected_dpo_eval_steps(update_env_steps: list[int], eval_every: int) -> list[int]:
+    """Baseline at 0; before update u (u >= 1) when u % eval_every == 0; the terminal one after the last update."""
+    before = [0, *update_env_steps[:-1]]
+    return [0] + [before[u] for u in range(1, len(update_env_steps)) if u % eval_every == 0] + [update_env_steps[-1]]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(runs, algorithm):
+    from travel.agents.offline_tokenizer import build_offline_tokenizer
+    from travel.algorithms.replay import ReplayStore
+    from travel.data.module import DataModule
+    from travel.generation import role_request
+    from travel.task.roles import assistant_prefill
+
+    run_dir, stdout = runs[algorithm]
+    config = OmegaConf.load(run_dir / "config.yaml")
+    assert config.algorithm.name == algorithm
+
+    # pairs stored, with the exact generated tokens: prefill + decode(ids) is the stored action text, and the
+    # prompt ids are the row's own rendered role prompt
+    store = ReplayStore(run_dir / "preference_replay", "decentralized")
+    assert store.reload() == [1]
+    pairs = store.load(1)
+    assert len(pairs) >= 1
+    tokenizer = build_offline_tokenizer()
+    data = DataModule(instantiate(config.data), instantiate(config.curriculum))
+    rows = {row.source_index: row for row in data.split.train}
+    for pair in pairs:
+        assert pair.winner_reward > pair.loser_reward
+        for agent in (0, 1):
+            request = role_request(tokenizer, rows[pair.row_index], agent)
+            assert pairs.prompt_ids(pair, agent) == tuple(request.prompt_ids)
+            for side in (pair.winner, pair.loser):
+                sequence = side.sequences[agent]
+                decoded = tokenizer.decode(list(sequence.ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                assert side.texts[agent] == assistant_prefill(agent) + decoded and decoded.endswith("}]}")
+                assert len(sequence.mask) == len(sequence.ids) and 0 < sum(sequence.mask) < len(sequence.ids)
+
+    logged = records(run_dir)
+    eval_steps = [r["env_step"] for r in logged if "eval/reward" in r]
+    final = json.loads((run_dir / "eval_final.json").read_text())
+    if algorithm.startswith("madpo"):
+        updates = [r["env_step"] for r in logged if "train/dpo_loss" in r]
+        assert updates == [config.algorithm.environment_steps_per_pair * n for n in range(1, len(pairs) + 1)]  # batches of 1 pair
+        assert eval_steps == expected_dpo_eval_steps(updates, int(config.algorithm.eval_every_updates))
+    else:
+        per_epoch = len(rows) * int(config.algorithm.num_generations)
+        epochs = int(config.algorithm.num_train_epochs) * int(config.algorithm.get("num_iterations") or 1)
+        assert eval_steps == [e * per_epoch for e in range(epochs)] + [epochs * per_epoch]
+        assert [r["env_step"] for r in logged if "train/reward_model_loss" in r] == [0]
+    assert final["env_step"] == eval_steps[-1]
+
+    iterative = algorithm.endswith("_iter")
+    iteration_records = [r for r in logged if "iter/current_iteration" in r]
+    distribution = run_dir / "reward_distributions" / "iteration_0001.json"
+    if iterative:
+        assert [r["iter/current_iteration"] for r in iteration_records] == [1]
+        assert iteration_records[0]["iter/current_preference_pairs"] == len(pairs)
+        payload = json.loads(distribution.read_text())
+        assert payload["num_bins"] == 16 and len(payload["bin_edges"]) == 17
+        assert [payload["reward_min"], payload["reward_max"]] == [config.reward.min_reward, config.reward.max_reward]
+        assert payload["bin_edges"][0] == config.reward.min_reward and payload["bin_edges"][-1] == config.reward.max_reward
+        candidates = len(rows) * 2 * int(config.algorithm.preference_num_candidates)  # target + comparator
+        assert payload["candidate"]["target"]["sample_count"] + payload["candidate"]["comparator"]["sample_count"] == candidates
+    else:
+        assert iteration_records == [] and not distribution.exists()
+
+    report = console_report(stdout)
+    assert report["collected candidates"] == len(rows) * int(config.algorithm.preference_num_candidates) * (2 if iterative else 1)
+    assert report["preference pairs"] == len(pairs)
+    assert report["replayed pairs"] == 0  # one collection: nothing comes from an earlier iteration
+    assert report["env steps"] == eval_steps[-1]
+
+
+def test_a_run_in_which_every_comparison_ties_fails_explicitly(tmp_path):
+    # 4-token values: the random model's actions are never grounded nor overlong, so every task reward is equal
+    result = launch(tmp_path / "tied", "algorithm=madpo", *REDUCED, "generation.max_value_tokens=4", "generation.max_new_tokens=256")
+    assert result.returncode != 0
+    assert "no non-tied preference pairs" in result.stderr
+    run_dir = tmp_path / "tied"
+    assert not (run_dir / "eval_final.json").exists() and not (run_dir / "actors").exists()
+    stored = json.loads((run_dir / "preference_replay" / "iteration_0001.json").read_text())
+    assert stored["pairs"] == []
+    assert math.isfinite(json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["eval/reward"])
