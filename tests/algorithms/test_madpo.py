@@ -266,3 +266,15 @@ def test_bad_options_fail_before_any_candidate_is_sampled(tmp_path):
         trainer(MADPOTrainer, tmp_path, dict(MADPO, dpo_beta=0.0))
     with pytest.raises(ValueError, match="pair_selection=comparator_reward"):
         trainer(MADPOTrainer, tmp_path, dict(MADPO, pair_selection="comparator_reward"))
+
+
+def test_active_dropout_fails_at_construction_before_any_candidate_is_sampled(tmp_path):
+    from travel.algorithms.dpo import DropoutError
+
+    group, evaluator, tracker, train, _ = parts(tmp_path)
+    group.actors[1].model.config.attention_dropout = 0.1
+    with pytest.raises(DropoutError, match="agent 1"):
+        MADPOTrainer(actors=group, evaluator=evaluator, tracker=tracker, run_dir=tmp_path, algorithm=MADPO,
+                     reward_config=None, train_rows=train, progress=False)
+    tracker.close()
+    assert group.actors[0].sample_calls == [] and group.actors[1].sample_calls == []

@@ -22,6 +22,7 @@ from travel.algorithms.dpo import (
     DEFAULT_BETA,
     DPOStep,
     SequenceLogprob,
+    check_zero_dropout,
     default_sequence_logprob,
     joint_dpo_update,
 )
@@ -95,6 +96,8 @@ class MADPOTrainer:
             progress=progress,
         )
         self.budget = self.run.budget()  # bad options fail here, before any candidate is sampled
+        for actor in actors.actors:
+            check_zero_dropout(actor.model, f"agent {actor.agent_id}")
         self.logprob = logprob
         self.gate = EvalGate(evaluator)
         self.env_step = 0

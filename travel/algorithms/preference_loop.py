@@ -176,7 +176,7 @@ def load_comparator_model(name: str, device: Any) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForCausalLM.from_pretrained(name).to(device)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype="auto").to(device)  # the checkpoint's own dtype
     return model, tokenizer
 
 
