@@ -13,7 +13,11 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
 LAUNCHERS = ["basic", *sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml"))]
 # Options that need a value only the user can give.
-REQUIRED = {("data", "local"): ["data.path=rows.jsonl"], ("experiment", "travelplanner_train_rows"): ["data.path=rows.jsonl"]}
+REQUIRED = {
+    ("data", "local"): ["data.path=rows.jsonl"],
+    ("experiment", "travelplanner_train_rows"): ["data.path=rows.jsonl"],
+    ("experiment", "smollm2_local"): ["data.path=rows.jsonl"],
+}
 
 
 def compose_config(overrides, hydra=False):
@@ -37,7 +41,7 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
     assert cfg.algorithm.get("num_generations", 2) >= 2 and cfg.algorithm.name
     assert len(cfg.hardware.agent_devices) == 2
     assert instantiate(cfg.reward).reward_range == (-0.25, 1.0)
-    tracker = instantiate(cfg.logger)(run_dir=tmp_path / "logs", **({"wandb_mode": "disabled"} if cfg.logger.wandb_mode else {}))
+    tracker = instantiate(cfg.logger)(run_dir=tmp_path / "logs", **({"mode": "disabled"} if cfg.logger.mode else {}))
     tracker.close()
     run = Run(cfg, run_dir=str(tmp_path))
     assert run.cfg.mode.name in Run.MODES

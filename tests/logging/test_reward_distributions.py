@@ -140,7 +140,7 @@ def test_disabled_distributions_keep_only_counters_and_write_no_directory(tmp_pa
 
 def test_wandb_gets_iteration_scalars_and_plots_on_the_iteration_axis(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
-    with Tracker(tmp_path, wandb_mode="offline", name="distributions-test") as tracker:
+    with Tracker(tmp_path, mode="offline", name="distributions-test") as tracker:
         tracker.log({"eval/reward": 0.3}, env_step=40)
         log(tracker, tmp_path, 1, env_step=40)  # same env step as the eval: neither may drop the other
     rows = history_rows(offline_run_file(tmp_path))

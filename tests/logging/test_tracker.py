@@ -26,6 +26,7 @@ def test_metrics_jsonl_keeps_every_record_and_survives_a_crash(tmp_path):
     [
         ("eval/reward", True),
         ("eval/collaboration_success", True),
+        ("eval/grounding_f1", True),
         ("turn_1/reward_mean", True),
         ("turn_1/expected_return", True),
         ("iter/new_pairs", True),
@@ -41,7 +42,7 @@ def test_upload_allow_list(key, allowed):
 
 def test_offline_wandb_run_reads_back_with_env_step_axis(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
-    with Tracker(tmp_path, wandb_mode="offline", name="tracker-test") as tracker:
+    with Tracker(tmp_path, mode="offline", name="tracker-test") as tracker:
         tracker.log({"eval/reward": 0.08, "eval_full/reward": 0.1, "train/loss": 3.0}, env_step=0)
         tracker.log({"turn_1/reward_mean": 0.2, "turn_1/expected_return": 0.2}, env_step=20)
         tracker.log({"eval/reward": 0.3}, env_step=20)  # same env_step: must not overwrite the turn record
@@ -64,4 +65,4 @@ def test_offline_wandb_run_reads_back_with_env_step_axis(tmp_path, monkeypatch):
 
 def test_unknown_wandb_mode_names_the_option(tmp_path):
     with pytest.raises(ValueError, match="logger.mode='sometimes'"):
-        Tracker(tmp_path, wandb_mode="sometimes")
+        Tracker(tmp_path, mode="sometimes")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 UPLOADED = (
-    re.compile(r"eval/[a-z_]+"),
+    re.compile(r"eval/[a-z0-9_]+"),
     re.compile(r"turn_1/(reward_mean|expected_return)"),
     re.compile(r"iter/[a-z0-9_/]+"),
 )
