@@ -52,6 +52,19 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return resolved
 
 
+def enable_activation_checkpointing(model: Any) -> None:
+    """Gradient (activation) checkpointing, non-reentrant; transformers 5 renamed the method."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def is_activation_checkpointing(model: Any) -> bool:
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return bool(flag if flag is not None else model.is_gradient_checkpointing)
+
+
 def _finish(model: Any, tokenizer: Any, name: str, gradient_checkpointing: bool) -> LoadedModel:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -61,18 +74,18 @@ def _finish(model: Any, tokenizer: Any, name: str, gradient_checkpointing: bool)
         if generation_config.eos_token_id is None:
             generation_config.eos_token_id = tokenizer.eos_token_id
     if gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_activation_checkpointing(model)
     model.eval()
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
 
 
-def _pretrained(source: str, dtype: torch.dtype, attn_implementation: str, device: str, **extra: Any) -> tuple[Any, Any]:
+def _pretrained(
+    source: str, dtype: torch.dtype, attn_implementation: str, device: str, **extra: Any
+) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-    model = AutoModelForCausalLM.from_pretrained(
-        source, dtype=dtype, attn_implementation=attn_implementation, **extra
-    )
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn_implementation, **extra)
     return model.to(device), tokenizer
 
 
@@ -186,7 +199,9 @@ def tiny_random_config(vocab_size: int, pad_token_id: int, eos_token_id: int, at
     return config
 
 
-def qwen3_4b_config(pad_token_id: int | None = None, eos_token_id: int | None = None, attn_implementation: str = "sdpa") -> Any:
+def qwen3_4b_config(
+    pad_token_id: int | None = None, eos_token_id: int | None = None, attn_implementation: str = "sdpa"
+) -> Any:
     """The architecture of Qwen3-4B-Instruct-2507 (config.json of the release)."""
     from transformers import Qwen3Config
 

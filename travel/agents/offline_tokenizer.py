@@ -31,33 +31,163 @@ CHATML_TEMPLATE = (
 )
 
 _CITIES = (
-    "Sarasota", "Chicago", "Rockford", "Myrtle Beach", "St. Petersburg", "San Francisco", "Los Angeles",
-    "New York", "Houston", "Dallas", "Seattle", "Denver", "Atlanta", "Phoenix", "Charlotte", "Las Vegas",
-    "Alpha", "Beta", "Gamma", "Ithaca", "Punta Gorda", "Wilmington", "Yakima", "Bismarck", "Santa Maria",
+    "Sarasota",
+    "Chicago",
+    "Rockford",
+    "Myrtle Beach",
+    "St. Petersburg",
+    "San Francisco",
+    "Los Angeles",
+    "New York",
+    "Houston",
+    "Dallas",
+    "Seattle",
+    "Denver",
+    "Atlanta",
+    "Phoenix",
+    "Charlotte",
+    "Las Vegas",
+    "Alpha",
+    "Beta",
+    "Gamma",
+    "Ithaca",
+    "Punta Gorda",
+    "Wilmington",
+    "Yakima",
+    "Bismarck",
+    "Santa Maria",
 )
 _RESTAURANTS = (
-    "Coco Bambu", "Cafe", "Diner", "Bistro", "Brunch", "Burger King", "Pizza Hut", "Dominos", "The Grill House",
-    "Saffron", "Kebab Corner", "Thai Spice", "Blue Moon Cafe", "Green Garden", "Sushi Bar", "Taco Bell",
+    "Coco Bambu",
+    "Cafe",
+    "Diner",
+    "Bistro",
+    "Brunch",
+    "Burger King",
+    "Pizza Hut",
+    "Dominos",
+    "The Grill House",
+    "Saffron",
+    "Kebab Corner",
+    "Thai Spice",
+    "Blue Moon Cafe",
+    "Green Garden",
+    "Sushi Bar",
+    "Taco Bell",
 )
 _ATTRACTIONS = (
-    "Museum", "Park", "Art Institute", "Navy Pier", "Botanic Garden", "Science Center", "Aquarium", "Zoo",
-    "Millennium Park", "Space Needle", "Golden Gate Bridge", "Historic District", "Waterfront Trail",
+    "Museum",
+    "Park",
+    "Art Institute",
+    "Navy Pier",
+    "Botanic Garden",
+    "Science Center",
+    "Aquarium",
+    "Zoo",
+    "Millennium Park",
+    "Space Needle",
+    "Golden Gate Bridge",
+    "Historic District",
+    "Waterfront Trail",
 )
 _HOTELS = (
-    "Hotel", "Motel", "Cozy Room in Downtown", "Private room near the park", "Entire home with garden",
-    "Sunny apartment", "Shared room in a loft", "Spacious studio", "Quiet bedroom",
+    "Hotel",
+    "Motel",
+    "Cozy Room in Downtown",
+    "Private room near the park",
+    "Entire home with garden",
+    "Sunny apartment",
+    "Shared room in a loft",
+    "Spacious studio",
+    "Quiet bedroom",
 )
 _WORDS = (
-    "LOGISTICS AND FEASIBILITY", "DAILY EXPERIENCE", "REQUIRED", "EMPTY", "exact", "distinct", "budget",
-    "people", "days", "day", "date", "query", "origin", "destination", "visiting city number", "level",
-    "easy", "medium", "hard", "house rule", "cuisine", "room type", "transportation", "No parties",
-    "No smoking", "No pets", "No visitors", "No children under 10", "Entire home/apt", "Private room",
-    "Shared room", "not shared room", "No flight", "No self-driving", "Indian", "Chinese", "Italian",
-    "American", "Mexican", "French", "Mediterranean", "Japanese", "cost", "price", "minimum nights",
-    "maximum occupancy", "eligible", "yes", "no", "none", "total", "floor", "cap", "slack", "reference",
-    "catalog", "scaffold", "stay", "travel", "return", "assignment", "assignments", "value", "field",
-    "agent", "the", "and", "of", "to", "in", "for", "with", "from", "a", "is", "on", "every", "one",
-    "Please", "plan", "trip", "starting", "heading", "spanning", "budget of", "Return only the JSON object",
+    "LOGISTICS AND FEASIBILITY",
+    "DAILY EXPERIENCE",
+    "REQUIRED",
+    "EMPTY",
+    "exact",
+    "distinct",
+    "budget",
+    "people",
+    "days",
+    "day",
+    "date",
+    "query",
+    "origin",
+    "destination",
+    "visiting city number",
+    "level",
+    "easy",
+    "medium",
+    "hard",
+    "house rule",
+    "cuisine",
+    "room type",
+    "transportation",
+    "No parties",
+    "No smoking",
+    "No pets",
+    "No visitors",
+    "No children under 10",
+    "Entire home/apt",
+    "Private room",
+    "Shared room",
+    "not shared room",
+    "No flight",
+    "No self-driving",
+    "Indian",
+    "Chinese",
+    "Italian",
+    "American",
+    "Mexican",
+    "French",
+    "Mediterranean",
+    "Japanese",
+    "cost",
+    "price",
+    "minimum nights",
+    "maximum occupancy",
+    "eligible",
+    "yes",
+    "no",
+    "none",
+    "total",
+    "floor",
+    "cap",
+    "slack",
+    "reference",
+    "catalog",
+    "scaffold",
+    "stay",
+    "travel",
+    "return",
+    "assignment",
+    "assignments",
+    "value",
+    "field",
+    "agent",
+    "the",
+    "and",
+    "of",
+    "to",
+    "in",
+    "for",
+    "with",
+    "from",
+    "a",
+    "is",
+    "on",
+    "every",
+    "one",
+    "Please",
+    "plan",
+    "trip",
+    "starting",
+    "heading",
+    "spanning",
+    "budget of",
+    "Return only the JSON object",
 )
 
 
@@ -92,7 +222,7 @@ def training_text() -> str:
         lines.append(f"{restaurant} | {20 + position} | Indian, Chinese | {city} | rating 4.{position % 10}")
     lines.append(" ".join(_WORDS))
     lines.append(" ".join(word.lower() for word in _WORDS))
-    lines.append("0123456789 " * 8 + "$1,250.00 2022-03-16 14:05 \\n \\\" \\u00e9 \\t -")
+    lines.append("0123456789 " * 8 + '$1,250.00 2022-03-16 14:05 \\n \\" \\u00e9 \\t -')
     return "\n".join(lines)
 
 
@@ -114,7 +244,7 @@ def train_bpe(vocab_size: int = TARGET_VOCAB_SIZE) -> Tokenizer:
     return tokenizer
 
 
-def wrap_tokenizer(tokenizer: Tokenizer) -> "PreTrainedTokenizerBase":
+def wrap_tokenizer(tokenizer: Tokenizer) -> PreTrainedTokenizerBase:
     """A transformers fast tokenizer around `tokenizer` with the special tokens and ChatML template."""
     from transformers import PreTrainedTokenizerFast
 
@@ -138,6 +268,6 @@ def _cached_bpe() -> Tokenizer:
     return train_bpe()
 
 
-def build_offline_tokenizer() -> "PreTrainedTokenizerBase":
+def build_offline_tokenizer() -> PreTrainedTokenizerBase:
     """The offline tokenizer; the BPE is trained once per process, each call returns a fresh wrapper."""
     return wrap_tokenizer(Tokenizer.from_str(_cached_bpe().to_str()))

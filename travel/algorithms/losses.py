@@ -12,7 +12,8 @@ The LM head runs only on the selected positions, so a long prompt never material
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -48,7 +49,9 @@ def _backbone_and_head(model: Any) -> tuple[Any, Any] | None:
     return backbone, head
 
 
-def _selected_logits(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+def _selected_logits(
+    model: Any, input_ids: torch.Tensor, attention: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
+) -> torch.Tensor:
     """(N, vocab) float32 logits at the (row, col) positions."""
     split = _backbone_and_head(model)
     if split is None:

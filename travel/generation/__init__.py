@@ -1,6 +1,10 @@
 """Structured decoding of role actions: chat rendering, forced JSON skeleton, value masks and log-probs."""
 
-from travel.generation.chat import ChatTemplateError, render_chat_prompt, render_role_prompt
+from travel.generation.chat import (
+    ChatTemplateError,
+    render_chat_prompt,
+    render_role_prompt,
+)
 from travel.generation.decoder import Candidate, DecodeRequest, StructuredDecoder
 from travel.generation.requests import role_request
 

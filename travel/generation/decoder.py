@@ -1,8 +1,8 @@
 """StructuredDecoder: K candidate actions per role prompt from one prefill, with a forced JSON skeleton.
 
-The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once (several
-prompts as one left-padded batch), the cache is expanded to K rows per prompt, and then every step
-runs one forward for all rows. Per row the state lives in device tensors (slot, mode, escape state,
+The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once, the caches
+are merged left-padded and expanded to K rows per prompt with room for the whole token budget
+(travel/generation/kv_cache.py), and then every step runs one forward for all rows. Per row the state lives in device tensors (slot, mode, escape state,
 has_content, value token count, generated count, forced-sequence id and pointer); tables gathered
 per step decide what is legal:
 
@@ -22,13 +22,26 @@ the masked, length-normalised log-prob under the untempered, unmasked model dist
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
-from travel.generation.model_io import cache_argument, forward_last_logits, model_device, new_cache
-from travel.generation.sampling import ensure_legal, greedy_choice, sample_choice, seeded_uniforms, validate_sampling
+from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
+from travel.generation.model_io import (
+    cache_argument,
+    forward_last_logits,
+    model_device,
+    new_cache,
+)
+from travel.generation.sampling import (
+    ensure_legal,
+    greedy_choice,
+    sample_choice,
+    seeded_uniforms,
+    validate_sampling,
+)
 from travel.generation.skeleton import SEQUENCES_PER_SLOT, SlotPlan, build_slot_plan
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
@@ -197,23 +210,49 @@ class StructuredDecoder:
             "longest_close": max(plan.longest_close for plan in plans),
         }
 
-    def _prefill(self, prompt_ids: list[torch.Tensor], device: torch.device) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One forward over the left-padded prompts: (cache, last logits, attention mask, prompt lengths)."""
+    def _prefill(
+        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device
+    ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Run every prompt through the model once and expand to `repeats` rows per prompt.
+
+        Returns (cache, last-position logits, attention mask, prompt lengths), rows grouped by prompt and
+        left-padded to the longest prompt.
+        """
         lengths = torch.tensor([len(ids) for ids in prompt_ids], dtype=torch.long)
         if int(lengths.min()) < 1:
             raise ValueError("a prompt tokenized to zero tokens")
         width = int(lengths.max())
-        input_ids = torch.full((len(prompt_ids), width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((len(prompt_ids), width), dtype=torch.long)
         for row, ids in enumerate(prompt_ids):
-            input_ids[row, width - len(ids) :] = ids
             attention[row, width - len(ids) :] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache = new_cache(self.model)
-        logits = forward_last_logits(
-            self.model, input_ids.to(device), attention.to(device), positions.to(device), cache, self._cache_name
-        )
-        return cache, logits, attention.to(device), lengths.to(device)
+        attention = attention.repeat_interleave(repeats, dim=0).to(device)
+        if supports_preallocation(new_cache(self.model)):
+            caches, last_logits = [], []
+            for ids in prompt_ids:  # one prompt at a time: causal attention without a padding mask
+                cache = new_cache(self.model)
+                positions = torch.arange(len(ids), device=device)[None, :]
+                ids_on_device = ids[None, :].to(device)
+                last_logits.append(
+                    forward_last_logits(
+                        self.model, ids_on_device, torch.ones_like(ids_on_device), positions, cache, self._cache_name
+                    )
+                )
+                caches.append(cache)
+            cache = merge_prompt_caches(caches, repeats, self.max_new_tokens)
+            logits = torch.cat(last_logits, dim=0)
+        else:
+            input_ids = torch.full((len(prompt_ids), width), self.pad_token_id, dtype=torch.long)
+            for row, ids in enumerate(prompt_ids):
+                input_ids[row, width - len(ids) :] = ids
+            prompt_attention = attention[::repeats]
+            positions = (prompt_attention.cumsum(-1) - 1).clamp(min=0)
+            cache = new_cache(self.model)
+            logits = forward_last_logits(
+                self.model, input_ids.to(device), prompt_attention, positions, cache, self._cache_name
+            )
+            if repeats > 1:
+                cache.batch_repeat_interleave(repeats)
+        return cache, logits.repeat_interleave(repeats, dim=0), attention, lengths.repeat_interleave(repeats).to(device)
 
     def _decode(
         self,
@@ -226,13 +265,8 @@ class StructuredDecoder:
         row_seeds: torch.Tensor | None,
         device: torch.device,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, device)
         k = num_candidates
-        if k > 1:
-            cache.batch_repeat_interleave(k)
-            logits = logits.repeat_interleave(k, dim=0)
-            attention = attention.repeat_interleave(k, dim=0)
-            prompt_lengths = prompt_lengths.repeat_interleave(k, dim=0)
+        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device)
         rows, vocab = logits.shape
         tables = value_tables(self.tokenizer, vocab).on(device)
         bank = self._bank(plans, device)

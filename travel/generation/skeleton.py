@@ -17,8 +17,9 @@ code 0 = suffix only, 1 + has_content * 6 + escape_state = that close + suffix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from travel.generation.value_vocab import ESCAPE_STATES
 from travel.task.fields import owned_slots

@@ -96,9 +96,9 @@ class ValueTables:
     adds_content: torch.Tensor  # (ESCAPE_STATES, V) bool
     admissible: torch.Tensor  # (ESCAPE_STATES * 2, V) bool, row = state * 2 + has_content
     vocab_size: int
-    _device_copies: dict[str, "ValueTables"] = field(default_factory=dict, repr=False)
+    _device_copies: dict[str, ValueTables] = field(default_factory=dict, repr=False)
 
-    def on(self, device: torch.device | str) -> "ValueTables":
+    def on(self, device: torch.device | str) -> ValueTables:
         key = str(torch.device(device))
         if key == "cpu":
             return self
@@ -165,7 +165,7 @@ def build_value_tables(tokenizer: Any, vocab_size: int) -> ValueTables:
 
 
 _LOCK = threading.Lock()
-_CACHE: "weakref.WeakKeyDictionary[Any, dict[int, ValueTables]]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Any, dict[int, ValueTables]] = weakref.WeakKeyDictionary()
 _CACHE_BY_ID: dict[int, tuple[Any, dict[int, ValueTables]]] = {}
 
 

