@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from tests.slurm_fixtures import slurm_cluster  # noqa: F401  (fixture)
 

@@ -3,14 +3,14 @@ updates, and evaluation on the task reward."""
 
 import contextlib
 import json
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tests.algorithms.test_madpo import CURRENT_COPY, changed, parts, records, snapshot, texts
 from travel.agents.models import build_tiny_random
-from travel.algorithms.marlhf import MARLHFIterTrainer, MARLHFTrainer, actors_parked_on_cpu
+from travel.agents.actors import ActorGroup
+from travel.algorithms.marlhf import MARLHFIterTrainer, MARLHFTrainer
 from travel.algorithms.preference_loop import NoPreferencePairs
 from travel.algorithms.replay import ReplayStore
 from travel.reward import score_joint_action
@@ -180,8 +180,8 @@ def test_both_actors_wait_on_the_cpu_while_the_reward_model_fits_and_come_back_o
         def to(self, device):
             moves.append((self.name, torch.device(device).type))
 
-    group = SimpleNamespace(actors=(Actor("a0"), Actor("a1")))
-    with contextlib.suppress(RuntimeError), actors_parked_on_cpu(group):
+    group = ActorGroup([Actor("a0"), Actor("a1")])
+    with contextlib.suppress(RuntimeError), group.all_on_cpu():
         assert moves == [("a0", "cpu"), ("a1", "cpu")]
         raise RuntimeError("fitting failed")
     assert moves[2:] == [("a0", "cuda"), ("a1", "cuda")]

@@ -16,13 +16,11 @@ from hypothesis import given, settings, strategies as st
 
 from tests.fixtures import (
     accommodations_record,
-    attractions_record,
     fixture_row,
     five_day_fixture_row,
     flight_record,
     ground_record,
     reference_information,
-    restaurants_record,
     role_action_text,
     three_day_records,
     valid_plan_values,

@@ -92,19 +92,13 @@ class ActorGroup:
     def __getitem__(self, agent_id: int) -> Actor:
         return self.actors[agent_id]
 
-    @contextlib.contextmanager
-    def only_active(self, active: Actor) -> Iterator[None]:
-        """Move every other GPU actor (model and optimizer state) to the CPU, and back afterwards."""
-        moved = [a for a in self.actors if a is not active and self.offload_inactive and a.device.type != "cpu"]
-        for actor in moved:
-            actor.to(CPU)
-        if moved and active.device.type == "cuda":
-            torch.cuda.empty_cache()
-        try:
-            yield
-        finally:
-            for actor in moved:
-                actor.to(actor.device)
+    def only_active(self, active: Actor) -> contextlib.AbstractContextManager[None]:
+        """Move every other GPU actor (model and optimizer state) to the CPU when offloading is on, and back."""
+        return _parked([a for a in self.actors if a is not active and self.offload_inactive])
+
+    def all_on_cpu(self) -> contextlib.AbstractContextManager[None]:
+        """Every actor waits on the CPU (e.g. while a reward model fits), and comes back even if the body fails."""
+        return _parked(self.actors)
 
     def update_each(self, step: Callable[[Actor], T]) -> list[T]:
         """`step(actor)` for every actor, in agent order of the results."""
@@ -159,3 +153,17 @@ def build_actors(
         parallel=str(hardware.get("parallel_training", "none")) == "per_device",
         offload_inactive=bool(hardware.get("offload_inactive_actor", False)),
     )
+
+
+@contextlib.contextmanager
+def _parked(actors: list[Actor]) -> Iterator[None]:
+    moved = [actor for actor in actors if actor.device.type != "cpu"]
+    for actor in moved:
+        actor.to(CPU)
+    if moved and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    try:
+        yield
+    finally:
+        for actor in moved:
+            actor.to(actor.device)

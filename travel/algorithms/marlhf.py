@@ -15,10 +15,9 @@ online joint actions; collection does not advance it.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
@@ -48,22 +47,6 @@ if TYPE_CHECKING:
     from travel.data.row import TravelRow
     from travel.reward import RewardResult
 
-CPU = torch.device("cpu")
-
-
-@contextlib.contextmanager
-def actors_parked_on_cpu(actors: Any) -> Iterator[None]:
-    """Both actors (models and optimizer state) wait on the CPU, and come back even if the body fails."""
-    moved = [actor for actor in actors.actors if torch.device(actor.device).type != "cpu"]
-    for actor in moved:
-        actor.to(CPU)
-    if moved and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    try:
-        yield
-    finally:
-        for actor in moved:
-            actor.to(actor.device)
 
 
 def role_prompts(actors: Any, row: "TravelRow") -> list[str]:
@@ -179,7 +162,7 @@ class MARLHFTrainer:
         self.reward_model = None
         gc.collect()
         comparisons = self.comparisons(pairs)
-        with actors_parked_on_cpu(self.actors):
+        with self.actors.all_on_cpu():
             model = build_reward_model(
                 self.load_reward_base,
                 device=self.reward_device,
