@@ -31,6 +31,7 @@ import torch
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     cache_argument,
+    decode_attention,
     forward_last_logits,
     model_device,
     new_cache,
@@ -164,7 +165,7 @@ class StructuredDecoder:
         if hasattr(self.model, "eval"):
             self.model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), decode_attention(device):
                 tokens, masks, lengths, logprobs = self._decode(
                     plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device
                 )

@@ -1,12 +1,19 @@
 """Calling a causal LM step by step with a KV cache, across transformers versions.
 
-transformers 5 renamed the forward argument `past_key_values` to `cache`; the decoder and the loss
-code call models only through these helpers so that either name works.
+transformers 5 renamed the forward argument `past_key_values` to `cache`; the decoder calls models
+only through these helpers so that either name works.
+
+Structured decoding runs with the cuDNN SDPA backend disabled: its kernels are fast, but it builds a
+new execution graph for every new key length, about 1.3 ms of CPU per layer and step (47 ms per step
+on a 36-layer model, measured on an H200), which made decoding CPU-bound. Flash attention serves the
+causal prefill and memory-efficient attention the masked single-token steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -52,3 +59,15 @@ def model_device(model: Any) -> torch.device:
         return next(model.parameters()).device
     except (StopIteration, AttributeError):
         return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def decode_attention(device: torch.device) -> Iterator[None]:
+    """SDPA without the cuDNN backend on CUDA (flash, memory-efficient or math kernels); a no-op elsewhere."""
+    if device.type != "cuda":
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        yield

@@ -1,0 +1,304 @@
+"""Structured decoding against plain `model.generate`: K candidates of N new tokens for one long role prompt.
+
+All runs sample the same prompt in the same process (temperature 0.7, top-p 0.8, no top-k):
+
+- baseline: `model.generate(num_return_sequences=K, min_new_tokens=N, max_new_tokens=N)`, which copies
+  the prompt K times and prefills every copy, then decodes with transformers' DynamicCache; once as
+  shipped and once with the cuDNN SDPA backend disabled like the decoder does (`--baseline`), so the
+  table separates that backend choice from the decoder's own savings;
+- StructuredDecoder (travel/generation): one prefill, the cache expanded to K rows with room for N
+  tokens, the JSON grammar masks, value masks and forced schema tokens.
+
+A real action ends as soon as its JSON object is complete, so for an equal amount of work the decoder
+runs in its benchmark mode `fill_budget=True`: values never close voluntarily and have no token cap,
+only the budget rule closes them, and the loop runs all N steps (rows that completed early keep
+decoding padding). Every step therefore does the full per-step work (forward of K rows, grammar masks,
+top-p, state update) for exactly N steps, like the baseline.
+
+The prompt is a role prompt of a real train row (or a synthetic row without the shared data), padded
+with more of its own reference context, or cut in the middle, to about --prompt-tokens tokens.
+Printed: seconds, ms per decode step, generated tokens per second, peak GPU memory, and the ratios.
+
+    python bench/generation.py                               # random_qwen3_4b on cuda, 6000 / 1024 / 20
+    python bench/generation.py --model tiny_random --device cpu --prompt-tokens 200 --new-tokens 64 --candidates 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch
+
+from travel.agents import models
+from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
+from travel.generation.model_io import decode_attention
+from travel.task.actions import parse_assignments
+from travel.task.prompts import build_role_prompt
+from travel.task.roles import role_capacity
+
+DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
+FACTORIES: dict[str, Callable[..., models.LoadedModel]] = {
+    "random_qwen3_4b": models.build_random_qwen3_4b,
+    "tiny_random": models.build_tiny_random,
+    "qwen3_4b_instruct": models.load_qwen3_4b_instruct,
+    "smollm2_135m": models.load_smollm2_135m,
+}
+
+
+@dataclass
+class Measurement:
+    name: str
+    seconds: float
+    new_tokens: int  # per candidate
+    candidates: int
+    peak_bytes: int | None
+    note: str = ""
+
+    @property
+    def ms_per_step(self) -> float:
+        return 1000.0 * self.seconds / self.new_tokens
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens * self.candidates / self.seconds
+
+
+def pick_row_and_agent(
+    tokenizer: Any, data: Path, agents: tuple[int, ...], target_chars: int, new_tokens: int
+) -> tuple[Any, int]:
+    """A real train row (a synthetic one without the data) and role whose prompt is closest to `target_chars`
+    among those whose all-'-' action fits in `new_tokens` (first listed agent preferred)."""
+    from travel.generation.skeleton import build_slot_plan
+
+    if data.is_file():
+        from travel.data import load_rows
+
+        rows = load_rows(str(data))
+    else:
+        from travel.data.normalise import normalise_row
+        from travel.data.synthetic import SyntheticSource
+
+        rows = [normalise_row(raw, index) for index, raw in enumerate(SyntheticSource(seed=0, num_rows=20).load_raw())]
+    for agent in agents:
+        fitting = [row for row in rows if build_slot_plan(tokenizer, agent, row.days).minimum_tokens <= new_tokens]
+        if fitting:
+            return min(fitting, key=lambda row: abs(len(build_role_prompt(row, agent).user) - target_chars)), agent
+    raise SystemExit(f"--new-tokens {new_tokens} cannot hold any role's all-'-' action on these rows")
+
+
+def sized_prompt(tokenizer: Any, row: Any, agent_id: int, target_tokens: int) -> str:
+    """The row's rendered role prompt (with prefill), padded or cut in the middle of the user text to ~target."""
+    role = build_role_prompt(row, agent_id)
+
+    def render(user: str) -> str:
+        return render_chat_prompt(tokenizer, role.system, user, role.prefill)
+
+    def count(user: str) -> int:
+        return len(tokenizer.encode(render(user), add_special_tokens=False))
+
+    user = role.user
+    if count(user) < target_tokens:
+        _, _, context = user.partition("REFERENCE-DERIVED PLANNING CONTEXT:")
+        filler = context or user
+        extra = ""
+        while count(user + extra) < target_tokens:
+            extra += "\n\nMORE REFERENCE CONTEXT (repeated for length):" + filler
+        user = user + extra
+    ids = tokenizer.encode(user, add_special_tokens=False)
+    overhead = count("")
+    keep = max(target_tokens - overhead, 16)
+    if len(ids) > keep:
+        half = keep // 2
+        user = tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-(keep - half) :])
+    return render(user)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(device: torch.device, run: Callable[[], Any]) -> tuple[float, int | None, Any]:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    synchronize(device)
+    started = time.perf_counter()
+    result = run()
+    synchronize(device)
+    seconds = time.perf_counter() - started
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return seconds, peak, result
+
+
+def run_baseline(loaded: models.LoadedModel, prompt_ids: torch.Tensor, new_tokens: int, candidates: int, seed: int):
+    torch.manual_seed(seed)
+    return loaded.model.generate(
+        input_ids=prompt_ids,
+        attention_mask=torch.ones_like(prompt_ids),
+        do_sample=True,
+        temperature=0.7,
+        top_p=0.8,
+        top_k=0,
+        num_return_sequences=candidates,
+        min_new_tokens=new_tokens,
+        max_new_tokens=new_tokens,
+        pad_token_id=loaded.tokenizer.pad_token_id,
+        use_cache=True,
+    )
+
+
+def format_table(results: list[Measurement], weights_bytes: int | None) -> str:
+    gib = 1024**3
+
+    def memory(value: int | None) -> str:
+        return "n/a" if value is None else f"{value / gib:.2f}"
+
+    lines = [
+        "| method | seconds | ms / step | tokens / s | peak GiB | peak - weights GiB | note |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for m in results:
+        above = None if m.peak_bytes is None or weights_bytes is None else m.peak_bytes - weights_bytes
+        lines.append(
+            f"| {m.name} | {m.seconds:.2f} | {m.ms_per_step:.2f} | {m.tokens_per_second:.0f} | "
+            f"{memory(m.peak_bytes)} | {memory(above)} | {m.note} |"
+        )
+    ours = results[-1]
+    for base in results[:-1]:
+        memory_ratio = (
+            "n/a" if not (base.peak_bytes and ours.peak_bytes) else f"{ours.peak_bytes / base.peak_bytes:.2f}x"
+        )
+        lines.append(
+            f"| decoder / {base.name} | {ours.seconds / base.seconds:.2f}x | {ours.ms_per_step / base.ms_per_step:.2f}x "
+            f"| {ours.tokens_per_second / base.tokens_per_second:.2f}x | {memory_ratio} | | "
+            f"speed-up {base.seconds / ours.seconds:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(FACTORIES), default="random_qwen3_4b")
+    parser.add_argument("--path", default=None, help="model.path for qwen3_4b_instruct / smollm2_135m")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default=None, help="default: the option's own (bf16 for 4B, fp32 otherwise)")
+    parser.add_argument("--prompt-tokens", type=int, default=6000)
+    parser.add_argument("--new-tokens", type=int, default=1024)
+    parser.add_argument("--candidates", type=int, default=20)
+    parser.add_argument("--agent", type=int, choices=(0, 1), default=1, help="the other role if this one cannot fit")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU runs)")
+    parser.add_argument(
+        "--baseline",
+        choices=("both", "stock", "no-cudnn", "none"),
+        default="both",
+        help="model.generate as shipped, and/or under the decoder's SDPA backend choice (no cuDNN)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+
+    options: dict[str, Any] = {"device": str(device), "seed": args.seed}
+    if args.dtype:
+        options["dtype"] = args.dtype
+    if args.path:
+        options["path"] = args.path
+    started = time.perf_counter()
+    loaded = FACTORIES[args.model](**options)
+    load_seconds = time.perf_counter() - started
+    weights_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+    tokenizer = loaded.tokenizer
+
+    agents = (args.agent, 1 - args.agent)
+    row, agent = pick_row_and_agent(tokenizer, args.data, agents, 3 * args.prompt_tokens, args.new_tokens)
+    prompt = sized_prompt(tokenizer, row, agent, args.prompt_tokens)
+    prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+    request = DecodeRequest(prompt, agent, row.days, tuple(prompt_ids))
+    print(
+        f"model {args.model} on {device} ({loaded.model.dtype}, loaded in {load_seconds:.1f} s); "
+        f"row {row.source_index} ({row.days} days), agent {agent}; prompt {len(prompt_ids)} tokens; "
+        f"{args.candidates} candidates x {args.new_tokens} new tokens",
+        flush=True,
+    )
+
+    decoder = StructuredDecoder(
+        loaded.model, tokenizer, max_new_tokens=args.new_tokens, temperature=0.7, top_p=0.8, fill_budget=True
+    )
+    warm = StructuredDecoder(loaded.model, tokenizer, max_new_tokens=args.new_tokens, fill_budget=False)
+    warm.generate([request], 1, greedy=True)  # builds the value tables and warms the kernels
+    ids_tensor = torch.tensor([prompt_ids], device=device)
+
+    results: list[Measurement] = []
+    baselines = {"stock": [False], "no-cudnn": [True], "both": [False, True], "none": []}[args.baseline]
+    for without_cudnn in baselines:
+        name = "generate, no cuDNN SDPA" if without_cudnn else "generate (stock)"
+        attention = decode_attention(device) if without_cudnn else contextlib.nullcontext()
+        with attention:
+            run_baseline(loaded, ids_tensor, 8, 2, args.seed)  # warm-up
+            try:
+                seconds, peak, output = measure(
+                    device, lambda: run_baseline(loaded, ids_tensor, args.new_tokens, args.candidates, args.seed)
+                )
+            except torch.cuda.OutOfMemoryError:
+                print(f"{name}: out of GPU memory")
+                continue
+        generated = output.shape[1] - ids_tensor.shape[1]
+        results.append(Measurement(name, seconds, generated, args.candidates, peak))
+        del output  # released before the next run
+
+    seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
+    candidates = groups[0]
+    lengths = [len(c.token_ids) for c in candidates]
+    strict = sum(
+        parse_assignments(c.text, agent, role_capacity(agent, row.days), row.days).parse_success for c in candidates
+    )
+    note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens"
+    results.append(Measurement("StructuredDecoder", seconds, args.new_tokens, args.candidates, peak, note))
+
+    print()
+    print(format_table(results, weights_bytes))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "model": args.model,
+                    "device": str(device),
+                    "prompt_tokens": len(prompt_ids),
+                    "new_tokens": args.new_tokens,
+                    "candidates": args.candidates,
+                    "weights_bytes": weights_bytes,
+                    "results": [
+                        {
+                            "name": m.name,
+                            "seconds": m.seconds,
+                            "ms_per_step": m.ms_per_step,
+                            "tokens_per_second": m.tokens_per_second,
+                            "peak_bytes": m.peak_bytes,
+                            "note": m.note,
+                        }
+                        for m in results
+                    ],
+                },
+                indent=2,
+            )
+        )
+    return 0 if strict == len(candidates) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
