@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     decoder = StructuredDecoder(
         loaded.model, tokenizer, max_new_tokens=args.new_tokens, temperature=0.7, top_p=0.8, fill_budget=True
     )
-    warm = StructuredDecoder(loaded.model, tokenizer, max_new_tokens=args.new_tokens, fill_budget=False)
+    warm = StructuredDecoder(loaded.model, tokenizer, max_new_tokens=args.new_tokens, max_value_tokens=2)
     warm.generate([request], 1, greedy=True)  # builds the value tables and warms the kernels
     ids_tensor = torch.tensor([prompt_ids], device=device)
 

@@ -43,7 +43,7 @@ from travel.generation.sampling import (
     seeded_uniforms,
     validate_sampling,
 )
-from travel.generation.skeleton import SEQUENCES_PER_SLOT, SlotPlan, build_slot_plan
+from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
 VALUE, FORCED, DONE = 0, 1, 2
@@ -181,36 +181,6 @@ class StructuredDecoder:
 
     # ---- the decode loop -------------------------------------------------------------------------
 
-    def _bank(self, plans: list[SlotPlan], device: torch.device) -> dict[str, Any]:
-        """Forced sequences and tails of the distinct plans in this call, as padded device tensors."""
-        unique: dict[tuple[int, int], int] = {}
-        sequences: list[tuple[int, ...]] = []
-        tails: list[int] = []
-        seq_base: list[int] = []
-        tail_base: list[int] = []
-        for plan in plans:
-            key = (plan.agent_id, plan.days)
-            if key not in unique:
-                unique[key] = len(seq_base)
-                seq_base.append(len(sequences))
-                tail_base.append(len(tails))
-                sequences.extend(plan.sequences)
-                tails.extend(plan.tails)
-        width = max(len(sequence) for sequence in sequences)
-        bank = torch.full((len(sequences), width), self.pad_token_id, dtype=torch.long)
-        for index, sequence in enumerate(sequences):
-            bank[index, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-        plan_index = [unique[(plan.agent_id, plan.days)] for plan in plans]
-        return {
-            "bank": bank.to(device),
-            "bank_len": torch.tensor([len(s) for s in sequences], dtype=torch.long, device=device),
-            "tails": torch.tensor(tails, dtype=torch.long, device=device),
-            "seq_base": torch.tensor([seq_base[i] for i in plan_index], dtype=torch.long, device=device),
-            "tail_base": torch.tensor([tail_base[i] for i in plan_index], dtype=torch.long, device=device),
-            "num_slots": torch.tensor([plan.num_slots for plan in plans], dtype=torch.long, device=device),
-            "longest_close": max(plan.longest_close for plan in plans),
-        }
-
     def _prefill(
         self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -270,11 +240,11 @@ class StructuredDecoder:
         cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device)
         rows, vocab = logits.shape
         tables = value_tables(self.tokenizer, vocab).on(device)
-        bank = self._bank(plans, device)
-        seq_base = bank["seq_base"].repeat_interleave(k)
-        tail_base = bank["tail_base"].repeat_interleave(k)
-        num_slots = bank["num_slots"].repeat_interleave(k)
-        reserve = 1 + bank["longest_close"]
+        bank = ForcedSequenceBank.of(plans, self.pad_token_id, device)
+        seq_base = bank.sequence_base.repeat_interleave(k)
+        tail_base = bank.tail_base.repeat_interleave(k)
+        num_slots = bank.num_slots.repeat_interleave(k)
+        reserve = 1 + bank.longest_close
         budget = self.max_new_tokens
         value_cap = budget + 1 if self.fill_budget else self.max_value_tokens
 
@@ -293,7 +263,7 @@ class StructuredDecoder:
         for step in range(budget):
             # Close values that hit the token cap or can no longer afford another token.
             in_value = mode == VALUE
-            tail = bank["tails"][tail_base + slot]
+            tail = bank.tails[tail_base + slot]
             must_close = in_value & ((value_count >= value_cap) | (budget - generated < reserve + tail))
             code = 1 + has_content.long() * ESCAPE_STATES + escape
             seq = torch.where(must_close, seq_base + slot * SEQUENCES_PER_SLOT + code, seq)
@@ -310,7 +280,7 @@ class StructuredDecoder:
                 uniforms = None if row_seeds is None else seeded_uniforms(row_seeds, step, vocab)
                 chosen = sample_choice(logits, legal, self.temperature, self.top_p, generator, uniforms)
             chosen = ensure_legal(chosen, legal)
-            forced_token = bank["bank"][seq, pos]
+            forced_token = bank.tokens[seq, pos]
             token = torch.where(in_value, chosen, torch.where(in_forced, forced_token, pad))
             if return_logprobs:
                 token_logprob = torch.log_softmax(logits, dim=-1).gather(1, token[:, None]).squeeze(1)
@@ -323,7 +293,7 @@ class StructuredDecoder:
             value_count = value_count + in_value.long()
             # Forced rows: advance the pointer; a finished sequence opens the next slot or ends the row.
             pos = pos + in_forced.long()
-            finished = in_forced & (pos >= bank["bank_len"][seq])
+            finished = in_forced & (pos >= bank.lengths[seq])
             last = slot + 1 >= num_slots
             next_slot = finished & ~last
             mode = torch.where(closes, torch.full_like(mode, FORCED), mode)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from travel.generation.value_vocab import ESCAPE_STATES
 from travel.task.fields import owned_slots
 from travel.task.roles import action_skeleton
@@ -118,3 +120,48 @@ def build_slot_plan(tokenizer: Any, agent_id: int, days: int) -> SlotPlan:
         longest_close=max(len(ids) for ids in close_ids.values()),
         minimum_tokens=len(all_dash),
     )
+
+
+@dataclass(frozen=True)
+class ForcedSequenceBank:
+    """The forced sequences and budget tails of the distinct plans of one decode call, as device tensors.
+
+    Request i's slot k, code c is row sequence_base[i] + k * SEQUENCES_PER_SLOT + c of `tokens` (padded);
+    its budget tail is tails[tail_base[i] + k].
+    """
+
+    tokens: torch.Tensor  # (sequences, width) long
+    lengths: torch.Tensor  # (sequences,) long
+    tails: torch.Tensor  # (total slots,) long
+    sequence_base: torch.Tensor  # (requests,) long
+    tail_base: torch.Tensor  # (requests,) long
+    num_slots: torch.Tensor  # (requests,) long
+    longest_close: int
+
+    @classmethod
+    def of(cls, plans: Sequence[SlotPlan], pad_token_id: int, device: torch.device) -> ForcedSequenceBank:
+        offsets: dict[tuple[int, int], tuple[int, int]] = {}
+        sequences: list[tuple[int, ...]] = []
+        tails: list[int] = []
+        for plan in plans:
+            if (plan.agent_id, plan.days) not in offsets:
+                offsets[(plan.agent_id, plan.days)] = (len(sequences), len(tails))
+                sequences.extend(plan.sequences)
+                tails.extend(plan.tails)
+        tokens = torch.full((len(sequences), max(len(s) for s in sequences)), pad_token_id, dtype=torch.long)
+        for index, sequence in enumerate(sequences):
+            tokens[index, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+
+        def longs(values: Sequence[int]) -> torch.Tensor:
+            return torch.tensor(list(values), dtype=torch.long, device=device)
+
+        bases = [offsets[(plan.agent_id, plan.days)] for plan in plans]
+        return cls(
+            tokens=tokens.to(device),
+            lengths=longs([len(s) for s in sequences]),
+            tails=longs(tails),
+            sequence_base=longs([base for base, _ in bases]),
+            tail_base=longs([base for _, base in bases]),
+            num_slots=longs([plan.num_slots for plan in plans]),
+            longest_close=max(plan.longest_close for plan in plans),
+        )
