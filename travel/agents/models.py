@@ -82,10 +82,16 @@ def _finish(model: Any, tokenizer: Any, name: str, gradient_checkpointing: bool)
 def _pretrained(
     source: str, dtype: torch.dtype, attn_implementation: str, device: str, **extra: Any
 ) -> tuple[Any, Any]:
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # transformers 4.56 renamed `torch_dtype` to `dtype`
+    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
+    dtype_argument = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn_implementation, **extra)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, attn_implementation=attn_implementation, **{dtype_argument: dtype}, **extra
+    )
     return model.to(device), tokenizer
 
 
