@@ -66,6 +66,9 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(tmp_path):
 
     records = metrics_records(run_dir)
     assert [r["env_step"] for r in records if "train/reward" in r] == [6, 8, 14, 16]
+    for record in (r for r in records if "train/reward" in r):  # per-stage timing stays in metrics.jsonl
+        assert record["time/generation_s_per_env_step"] > 0 and record["time/reward_s_per_env_step"] > 0
+        assert record["time/update_s_per_env_step"] >= 0
     final = json.loads((run_dir / "eval_final.json").read_text())
     assert final["env_step"] == 16 and final["num_rows"] == 2 and final["anchor_rows"] == 1
     assert final["eval"]["eval/reward"] == pytest.approx(rows[-1]["eval/reward"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
@@ -233,13 +234,17 @@ class MAGRPOTrainer:
 
     def _process_buffer(self, phase: str) -> None:
         samples = [self._agent_samples(agent_id) for agent_id in range(self.num_agents)]
+        started = time.perf_counter()
         losses = self.actors.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id]))
+        update_seconds = time.perf_counter() - started
         for agent_id in range(self.num_agents):
             self.optimizer_updates[agent_id] += 1
-        self._log_buffer(samples[0], losses, phase)
+        self._log_buffer(samples[0], losses, phase, update_seconds)
         self._buffer.clear()
 
-    def _log_buffer(self, samples: list[BufferSample], losses: Sequence[float], phase: str) -> None:
+    def _log_buffer(
+        self, samples: list[BufferSample], losses: Sequence[float], phase: str, update_seconds: float
+    ) -> None:
         env_step = max(sample.env_step for sample in samples)
         reward_mean = statistics.fmean(sample.reward_mean for sample in samples)
         rewards = [rollout.rewards for rollout, _ in self._buffer]
@@ -250,6 +255,7 @@ class MAGRPOTrainer:
             "train/nonzero_advantage_rate": sum(abs(a) > 1e-6 for a in advantages) / len(advantages),
             "train/curriculum_stage": 0 if phase == "short" else 1,
             **{f"train/loss_agent_{agent_id}": float(loss) for agent_id, loss in enumerate(losses)},
+            **self._buffer_timing(update_seconds),
         }
         if self._turn_log_due(env_step):
             # single turn: the return of a joint action is its reward
@@ -257,6 +263,23 @@ class MAGRPOTrainer:
             self._last_turn_log = env_step
         if self.tracker is not None:
             self.tracker.log(record, env_step=env_step)
+
+    def _buffer_timing(self, update_seconds: float) -> dict[str, float]:
+        """Seconds per env step of this buffer, split into generation, reward and update (metrics.jsonl only),
+        and the peak GPU memory so far."""
+        import torch
+
+        env_steps = sum(rollout.num_joint_actions for rollout, _ in self._buffer)
+        timing = {
+            "time/generation_s_per_env_step": sum(r.generation_seconds for r, _ in self._buffer) / env_steps,
+            "time/reward_s_per_env_step": sum(r.reward_seconds for r, _ in self._buffer) / env_steps,
+            "time/update_s_per_env_step": update_seconds / env_steps,
+        }
+        if torch.cuda.is_available():
+            timing["memory/peak_gpu_gib"] = max(
+                torch.cuda.max_memory_allocated(device) for device in range(torch.cuda.device_count())
+            ) / 2**30
+        return timing
 
     def _turn_log_due(self, env_step: int) -> bool:
         if self._last_turn_log is None:

@@ -11,6 +11,7 @@ drive the seam with scripted candidates and trainers with real actors.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
@@ -61,6 +62,8 @@ class JointRollout:
     agents: tuple[AgentSamples, ...]
     results: tuple["RewardResult", ...]
     env_step: int
+    generation_seconds: float = 0.0  # wall time of both agents' sampling
+    reward_seconds: float = 0.0  # wall time of scoring the K joint actions
 
     @property
     def num_joint_actions(self) -> int:
@@ -131,6 +134,7 @@ class JointRolloutSampler:
         """K joint actions for `row`; a training rollout (`count_env_steps`) advances `env_step` by K."""
         if num_candidates < 1:
             raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
+        started = time.perf_counter()
         if self._workers is None:
             agents = tuple(self._agent_samples(p, row, num_candidates, greedy) for p in self.policies)
         else:
@@ -139,13 +143,22 @@ class JointRolloutSampler:
                 for worker, policy in zip(self._workers, self.policies)
             ]
             agents = tuple(future.result() for future in futures)
+        generated = time.perf_counter()
         pairs = [tuple(agent.candidates[k].text for agent in agents) for k in range(num_candidates)]
         results = tuple(self.score(row, pairs, self.reward_config))
+        scored = time.perf_counter()
         if len(results) != num_candidates:
             raise RuntimeError(f"the reward scored {len(results)} of {num_candidates} joint actions of row {row.source_index}")
         if count_env_steps:
             self.env_step += num_candidates
-        return JointRollout(row=row, agents=agents, results=results, env_step=self.env_step)
+        return JointRollout(
+            row=row,
+            agents=agents,
+            results=results,
+            env_step=self.env_step,
+            generation_seconds=generated - started,
+            reward_seconds=scored - generated,
+        )
 
     def close(self) -> None:
         for worker in self._workers or ():
