@@ -85,10 +85,11 @@ class Run:
         tracker = instantiate(self.cfg.logger)(
             run_dir=self.run_dir, config=OmegaConf.to_container(self.cfg, resolve=True)
         )
+        model_factory = instantiate(self.cfg.model, _partial_=True)
         actors = sampler = None
         try:
             actors = build_actors(
-                instantiate(self.cfg.model, _partial_=True),
+                model_factory,
                 self.cfg.hardware,
                 self.cfg.generation,
                 learning_rate=float(self.cfg.algorithm.learning_rate),
@@ -105,7 +106,7 @@ class Run:
             )
             trainer = instantiate(self.cfg.algorithm.trainer)(
                 schedule=schedule, sampler=sampler, actors=actors, evaluator=evaluator, tracker=tracker,
-                run_dir=self.run_dir, **self._preference_parts(split),
+                run_dir=self.run_dir, **self._preference_parts(split, model_factory),
             )
             result = trainer.train()
             return self._write_training_outputs(result, actors)
@@ -120,19 +121,23 @@ class Run:
 
         return ALGORITHM_FAMILIES.get(str(self.cfg.algorithm.name)) in ("madpo", "marlhf")
 
-    def _preference_parts(self, split) -> dict[str, Any]:
+    @cached_property
+    def comparator_spec(self):
+        from travel.algorithms.comparators import ComparatorSpec
+
+        return ComparatorSpec.from_config(self.cfg)
+
+    def _preference_parts(self, split, model_factory) -> dict[str, Any]:
         """What the preference trainers need beyond MAGRPO's parts (travel/algorithms/madpo.py, marlhf.py)."""
         if not self._is_preference_algorithm():
             return {}
-        from travel.algorithms.comparators import ComparatorSpec
-
         return {
             "algorithm": self.cfg.algorithm,
             "reward_config": self.reward_config,
             "train_rows": split.train,
             "seed": int(self.cfg.seed),
-            "comparator_spec": ComparatorSpec.from_config(self.cfg),
-            "model_factory": instantiate(self.cfg.model, _partial_=True),
+            "comparator_spec": self.comparator_spec,
+            "model_factory": model_factory,
             "gradient_checkpointing": bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
         }
 
@@ -146,10 +151,9 @@ class Run:
         split = self.data.split
         if self._is_preference_algorithm():  # they price their own budget; option errors surface here
             from travel.algorithms.budgets import preference_budget
-            from travel.algorithms.comparators import ComparatorSpec
 
             preference_budget(self.cfg.algorithm, split)
-            ComparatorSpec.from_config(self.cfg)
+            self.comparator_spec  # noqa: B018  (option errors surface before any weights load)
             schedule = None
         else:
             schedule = self.schedule

@@ -53,10 +53,9 @@ def algorithm_budget_report(run: "Run") -> dict[str, Any]:
     """The selected algorithm's budget (travel.algorithms.budgets) and its comparator, after checking that
     the algorithm, comparator and generation_mode options work together."""
     from travel.algorithms.budgets import algorithm_budget
-    from travel.algorithms.comparators import ComparatorSpec
 
     cfg = run.cfg
-    spec = ComparatorSpec.from_config(cfg)
+    spec = run.comparator_spec
     schedule = run.schedule if cfg.algorithm.name == "magrpo" else None
     budget = algorithm_budget(cfg.algorithm, run.data.split, schedule).to_report()
     budget.pop("train_rows")
