@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_shared_data
 from tests.fixtures import (
     accommodations_record,
     flight_record,
@@ -35,8 +36,7 @@ DATA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "tra
 
 @pytest.fixture(scope="module")
 def real_rows():
-    if not DATA_DIR.is_dir():
-        pytest.skip(f"real TravelPlanner data not found at {DATA_DIR}")
+    require_shared_data()
     rows = []
     for name, split in (("train.jsonl", "train"), ("validation_sample_3rows.jsonl", "validation")):
         for index, line in enumerate((DATA_DIR / name).read_text().splitlines()):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import require_shared_data
 from travel.data.synthetic import (
     SyntheticSource,
     _choose_lodging,
@@ -70,8 +71,7 @@ def plans(source):
 
 def real_rows(name: str = "train.jsonl") -> list[dict]:
     path = REAL_DATA / name
-    if not path.exists():
-        pytest.skip(f"real TravelPlanner rows not found at {path}")
+    require_shared_data()
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -456,7 +456,12 @@ def test_plans_stay_out_of_the_rows(rows, plans):
 
 
 def test_every_row_parses_with_the_catalog_parser(rows, plans):
-    from travel.data.catalog import match_entity, match_transport, parse_reference_catalog, scaled_party_cost
+    from travel.data.catalog import (
+        match_entity,
+        match_transport,
+        parse_reference_catalog,
+        scaled_party_cost,
+    )
 
     for index, (raw, plan) in enumerate(zip(rows, plans)):
         catalog = parse_reference_catalog(records_of(raw))

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import require_shared_data
 from travel.data.tables import TableLayoutError, read_fixed_width_table
 from travel.data.text import literal
 
@@ -172,8 +173,7 @@ NUMERIC = {"Average Cost", "Aggregate Rating", "Latitude", "Longitude", "price",
 
 
 def _real_tables():
-    if not DATA_DIR.is_dir():
-        pytest.skip(f"real TravelPlanner data not found at {DATA_DIR}")
+    require_shared_data()
     import json
 
     for name in ("train.jsonl", "validation_sample_3rows.jsonl"):

@@ -233,18 +233,11 @@ class MARLHFIterTrainer(MARLHFTrainer):
     """Before every num_train_epochs-th online epoch: collect with the comparator, replay-sample, refit."""
 
     def __init__(self, **kwargs: Any):
-        import inspect
 
-        from travel.algorithms.magrpo import MAGRPOTrainer
 
         super().__init__(**kwargs)
         if not self.run.iterative:
             raise ValueError("algorithm.num_iterations is required for MARLHF-iter")
-        if "on_epoch_start" not in inspect.signature(MAGRPOTrainer).parameters:
-            raise NotImplementedError(
-                "MARLHF-iter refreshes preferences and the reward model between online epochs through "
-                "MAGRPOTrainer(on_epoch_start=...), which this version of travel.algorithms.magrpo lacks"
-            )
 
     def refresh(self, epoch_index: int) -> None:
         """The iteration boundary, called by the MAGRPO loop before each epoch's evaluation."""
