@@ -2,9 +2,10 @@
 
 The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once, the caches
 are merged left-padded and expanded to K rows per prompt with room for the whole token budget
-(travel/generation/kv_cache.py), and then every step runs one forward for all rows. Per row the state lives in device tensors (slot, mode, escape state,
-has_content, value token count, generated count, forced-sequence id and pointer); tables gathered
-per step decide what is legal:
+(travel/generation/kv_cache.py), and then every step runs one forward for all rows: on CUDA a
+fixed-shape step replayed from a CUDA graph (travel/generation/static_step.py). Per row the state
+lives in device tensors (slot, mode, escape state, has_content, value token count, generated count,
+forced-sequence id and pointer); tables gathered per step decide what is legal:
 
 - VALUE mode: the policy samples among the value-admissible tokens (travel/generation/value_vocab.py).
   Before sampling, the value is closed by force when it reached `max_value_tokens`, or when the
@@ -22,6 +23,7 @@ the masked, length-normalised log-prob under the untempered, unmasked model dist
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,9 +46,12 @@ from travel.generation.sampling import (
     validate_sampling,
 )
 from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
+from travel.generation.static_step import StaticDecodeStep, aligned_capacity, grouped_attention, supports_static_steps
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
 VALUE, FORCED, DONE = 0, 1, 2
+STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
+DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
 
 
 @dataclass(frozen=True)
@@ -83,14 +88,22 @@ class StructuredDecoder:
         temperature: float = 0.7,
         top_p: float = 0.8,
         fill_budget: bool = False,
+        step_backend: str = "auto",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
-        loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps."""
+        loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
+
+        `step_backend`: how each decode step runs the model. `eager` grows the cache view step by step;
+        `static` runs fixed-shape steps over the whole cache (travel/generation/static_step.py);
+        `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and
+        `eager` elsewhere. Models whose cache or attention the static step does not support run eager."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
             raise ValueError(f"max_value_tokens must be >= 1, got {max_value_tokens}")
         validate_sampling(temperature, top_p)
+        if step_backend not in STEP_BACKENDS:
+            raise ValueError(f"step_backend={step_backend!r}: choose one of {', '.join(STEP_BACKENDS)}")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
             raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
         self.model = model
@@ -100,6 +113,7 @@ class StructuredDecoder:
         self.temperature = temperature
         self.top_p = top_p
         self.fill_budget = fill_budget
+        self.step_backend = step_backend
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
 
@@ -181,13 +195,24 @@ class StructuredDecoder:
 
     # ---- the decode loop -------------------------------------------------------------------------
 
+    def _static_backend(self, device: torch.device) -> str | None:
+        """'static' or 'cuda_graph' when decode steps run with fixed shapes, None for the eager loop."""
+        backend = self.step_backend
+        if backend == "auto":
+            backend = "cuda_graph" if device.type == "cuda" else "eager"
+        if backend == "eager" or not supports_static_steps(self.model):
+            return None
+        if not supports_preallocation(new_cache(self.model)):
+            return None
+        return backend
+
     def _prefill(
-        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device
+        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device, aligned: bool = False
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run every prompt through the model once and expand to `repeats` rows per prompt.
 
         Returns (cache, last-position logits, attention mask, prompt lengths), rows grouped by prompt and
-        left-padded to the longest prompt.
+        left-padded to the longest prompt. `aligned` rounds the cache capacity up for static steps.
         """
         lengths = torch.tensor([len(ids) for ids in prompt_ids], dtype=torch.long)
         if int(lengths.min()) < 1:
@@ -209,7 +234,10 @@ class StructuredDecoder:
                     )
                 )
                 caches.append(cache)
-            cache = merge_prompt_caches(caches, repeats, self.max_new_tokens)
+            extra = self.max_new_tokens
+            if aligned:
+                extra = aligned_capacity(width, self.max_new_tokens) - width
+            cache = merge_prompt_caches(caches, repeats, extra)
             logits = torch.cat(last_logits, dim=0)
         else:
             input_ids = torch.full((len(prompt_ids), width), self.pad_token_id, dtype=torch.long)
@@ -237,7 +265,52 @@ class StructuredDecoder:
         device: torch.device,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
-        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device)
+        static = self._static_backend(device)
+        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, aligned=static is not None)
+        if static is None:
+            forward_step = self._eager_step(cache, attention, prompt_lengths)
+            attention_context: Any = contextlib.nullcontext()
+        else:
+            forward_step = StaticDecodeStep(
+                self.model, cache, self._cache_name, attention, prompt_lengths, cuda_graph=static == "cuda_graph"
+            )
+            attention_context = grouped_attention(self.model)
+        with attention_context:
+            return self._decode_loop(
+                plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step
+            )
+
+    def _eager_step(self, cache: Any, attention: torch.Tensor, prompt_lengths: torch.Tensor) -> Any:
+        """Decode steps that grow the cache's view and the attention mask by one position each."""
+        rows, prompt_width = attention.shape
+        full_attention = torch.cat(
+            [attention, torch.ones((rows, self.max_new_tokens), dtype=attention.dtype, device=attention.device)], dim=1
+        )
+
+        def step_forward(token: torch.Tensor, step: int) -> torch.Tensor:
+            return forward_last_logits(
+                self.model,
+                token[:, None],
+                full_attention[:, : prompt_width + step + 1],
+                (prompt_lengths + step)[:, None],
+                cache,
+                self._cache_name,
+            )
+
+        return step_forward
+
+    def _decode_loop(
+        self,
+        plans: list[SlotPlan],
+        logits: torch.Tensor,
+        k: int,
+        greedy: bool,
+        return_logprobs: bool,
+        generator: torch.Generator | None,
+        row_seeds: torch.Tensor | None,
+        device: torch.device,
+        forward_step: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         rows, vocab = logits.shape
         tables = value_tables(self.tokenizer, vocab).on(device)
         bank = ForcedSequenceBank.of(plans, self.pad_token_id, device)
@@ -256,8 +329,6 @@ class StructuredDecoder:
         logprob_sum = torch.zeros(rows, dtype=torch.float32, device=device)
         out_tokens = torch.full((rows, budget), self.pad_token_id, dtype=torch.long, device=device)
         out_mask = torch.zeros((rows, budget), dtype=torch.bool, device=device)
-        full_attention = torch.cat([attention, torch.ones((rows, budget), dtype=attention.dtype, device=device)], dim=1)
-        prompt_width = attention.shape[1]
         pad = torch.full((rows,), self.pad_token_id, dtype=torch.long, device=device)
 
         for step in range(budget):
@@ -309,16 +380,13 @@ class StructuredDecoder:
             out_tokens[:, step] = token
             out_mask[:, step] = in_value
             generated = generated + active.long()
-            if step + 1 == budget or (not self.fill_budget and not bool((mode != DONE).any())):
+            if step + 1 == budget:
                 break
-            logits = forward_last_logits(
-                self.model,
-                token[:, None],
-                full_attention[:, : prompt_width + step + 1],
-                (prompt_lengths + step)[:, None],
-                cache,
-                self._cache_name,
-            )
+            # Finished rows only emit padding, so checking every few steps changes no output and spares
+            # the GPU from waiting on the CPU after every step.
+            if not self.fill_budget and (step + 1) % DONE_CHECK_INTERVAL == 0 and not bool((mode != DONE).any()):
+                break
+            logits = forward_step(token, step)
         if bool((mode != DONE).any()):  # unreachable by the budget rule; kept as a loud guard
             raise RuntimeError("structured decoding ended with an unfinished action")
         logprobs = None

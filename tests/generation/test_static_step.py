@@ -1,0 +1,114 @@
+"""Fixed-shape decode steps (and their CUDA graphs) give what the eager decode loop gives."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.generation.conftest import assert_strict_action, short_request
+from travel.generation import StructuredDecoder
+from travel.generation.static_step import (
+    GROUPED_DECODE_ATTENTION,
+    MASK_ALIGNMENT,
+    aligned_capacity,
+    grouped_decode_attention,
+)
+
+
+def _requests(tokenizer):
+    return [
+        short_request(tokenizer, 0, 3, "A much longer request text that pads the other prompt on the left side."),
+        short_request(tokenizer, 1, 3),
+    ]
+
+
+def _decode(model, tokenizer, backend, **generate):
+    decoder = StructuredDecoder(model, tokenizer, max_new_tokens=170, max_value_tokens=5, step_backend=backend)
+    return decoder.generate(_requests(tokenizer), 3, return_logprobs=True, **generate)
+
+
+@pytest.mark.parametrize("backend", ["static", "cuda_graph"])  # no CUDA here: cuda_graph runs the static steps
+@pytest.mark.parametrize("mode", [{"greedy": True}, {"seeds": [11, 40]}])
+def test_static_steps_equal_the_eager_loop(tiny, backend, mode):
+    eager = _decode(tiny.model, tiny.tokenizer, "eager", **mode)
+    static = _decode(tiny.model, tiny.tokenizer, backend, **mode)
+    for agent, (group_eager, group_static) in enumerate(zip(eager, static)):
+        for a, b in zip(group_eager, group_static):
+            assert torch.equal(a.token_ids, b.token_ids) and torch.equal(a.value_mask, b.value_mask)
+            assert a.text == b.text
+            assert b.logprob == pytest.approx(a.logprob, abs=1e-5)
+            assert_strict_action(b.text, agent, 3)
+    assert tiny.model.config._attn_implementation == "sdpa"  # restored after decoding
+
+
+def test_static_steps_reach_the_token_budget(tiny):
+    """The last decode step writes the cache's last budget position; the capacity is aligned for the mask."""
+    tokenizer = tiny.tokenizer
+    budget = 130
+    outputs = {}
+    for backend in ("eager", "static"):
+        decoder = StructuredDecoder(tiny.model, tokenizer, max_new_tokens=budget, fill_budget=True, step_backend=backend)
+        outputs[backend] = decoder.generate([short_request(tokenizer, 0, 3)], 2, seeds=[3])[0]
+    for a, b in zip(outputs["eager"], outputs["static"]):
+        assert torch.equal(a.token_ids, b.token_ids)
+    assert aligned_capacity(100, 30) == 144 and aligned_capacity(98, 30) == 128
+    assert aligned_capacity(7, 9) % MASK_ALIGNMENT == 0
+
+
+def test_grouped_attention_equals_repeated_key_value_heads():
+    """Query heads h = g * group .. g * group + group - 1 share key/value head g, as transformers' repeat_kv has it."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    generator = torch.Generator().manual_seed(0)
+    batch, query_heads, kv_heads, length, dim = 3, 8, 2, 21, 16
+    query = torch.randn(batch, query_heads, 1, dim, generator=generator)
+    key = torch.randn(batch, kv_heads, length, dim, generator=generator)
+    value = torch.randn(batch, kv_heads, length, dim, generator=generator)
+    mask = torch.zeros(batch, 1, 1, length)
+    mask[0, ..., :5] = float("-inf")  # left padding of the first row
+    mask[:, ..., -3:] = float("-inf")  # positions not written yet
+
+    class Module:
+        num_key_value_groups = query_heads // kv_heads
+        is_causal = True
+        training = False
+
+    expected, _ = sdpa_attention_forward(Module(), query, key, value, mask, scaling=0.25)
+    got, weights = grouped_decode_attention(Module(), query, key, value, mask, scaling=0.25)
+    assert weights is None and got.shape == expected.shape == (batch, 1, query_heads, dim)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    # A different head order would not match: swapping two key/value heads changes the result.
+    swapped, _ = grouped_decode_attention(Module(), query, key.flip(1), value.flip(1), mask, scaling=0.25)
+    assert not torch.allclose(swapped, expected, atol=1e-3)
+
+
+def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypatch):
+    import travel.generation.decoder as decoder_module
+
+    def failing(*args, **kwargs):
+        assert tiny.model.config._attn_implementation == GROUPED_DECODE_ATTENTION
+        raise RuntimeError("sampling failed")
+
+    monkeypatch.setattr(decoder_module, "sample_choice", failing)
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, max_new_tokens=150, step_backend="static")
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        decoder.generate([short_request(tiny.tokenizer, 1, 3)], 2, seeds=[1])
+    assert tiny.model.config._attn_implementation == "sdpa"
+
+
+def test_unknown_step_backend_is_refused(tiny):
+    with pytest.raises(ValueError, match="step_backend='fast'.*eager, static, cuda_graph"):
+        StructuredDecoder(tiny.model, tiny.tokenizer, step_backend="fast")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+def test_cuda_graph_steps_equal_eager_steps_on_the_gpu():
+    from travel.agents.models import build_tiny_random
+
+    loaded = build_tiny_random(seed=0, device="cuda")
+    eager = _decode(loaded.model, loaded.tokenizer, "eager", greedy=True)
+    graph = _decode(loaded.model, loaded.tokenizer, "cuda_graph", greedy=True)
+    for group_eager, group_graph in zip(eager, graph):
+        for a, b in zip(group_eager, group_graph):
+            assert torch.equal(a.token_ids, b.token_ids)
+            assert b.logprob == pytest.approx(a.logprob, abs=1e-4)

@@ -1,0 +1,205 @@
+"""Decode steps with fixed shapes, replayed from a CUDA graph on GPUs.
+
+A 4B model's decode step launches hundreds of small kernels from Python (36 layers of norms,
+projections, rotary, attention, MLP); at 20 rows that CPU work took longer than the GPU work it
+launched. A CUDA graph records the step once and replays it with one launch, but it needs every
+shape and address to stay fixed, so this step differs from the eager one in three ways:
+
+- the KV cache is the full preallocated buffer (rows, heads, capacity, head_dim); each step writes
+  its keys at a device-side index (`StaticPositionLayer`) instead of growing a view;
+- attention reads all `capacity` positions under an additive mask (rows, 1, 1, capacity) that is 0
+  over each row's prompt and the tokens written so far and -inf elsewhere, opened one column a step;
+- with that mask, transformers' SDPA path would repeat every key/value head for grouped-query
+  attention (a copy of the whole cache per layer and step); `grouped_decode_attention` instead views
+  the query heads that share a key/value head as that head's queries, which is exact for one new
+  token and copies nothing.
+
+`StaticDecodeStep(..., cuda_graph=True)` captures the forward at its first call (after one eager
+warm-up call with the same inputs, which writes the same keys) and replays it afterwards; a model
+whose forward cannot be captured falls back to the same static step without the graph, with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from travel.generation.model_io import forward_last_logits
+
+try:
+    from transformers.cache_utils import DynamicLayer
+except ImportError:  # transformers < 4.56 has no per-layer cache objects
+    DynamicLayer = None  # type: ignore[assignment,misc]
+
+GROUPED_DECODE_ATTENTION = "travel_grouped_decode"
+STATIC_ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+MASK_ALIGNMENT = 16  # memory-efficient attention wants the mask's last dim aligned; otherwise it pads a copy
+
+
+def grouped_decode_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers attention function: one-token steps with a 4D mask attend per key/value head; anything
+    else (prefill, training) goes to transformers' own SDPA function."""
+    if query.shape[2] != 1 or attention_mask is None or attention_mask.dim() != 4 or dropout:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    batch, query_heads, _, head_dim = query.shape
+    kv_heads = key.shape[1]
+    # query head h uses key/value head h // group (transformers' repeat_kv order)
+    grouped = query.reshape(batch, kv_heads, query_heads // kv_heads, head_dim)
+    output = F.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask, scale=scaling)
+    return output.reshape(batch, query_heads, 1, head_dim).transpose(1, 2), None
+
+
+def _register_attention() -> bool:
+    try:
+        from transformers import AttentionInterface
+    except ImportError:
+        return False
+    AttentionInterface.register(GROUPED_DECODE_ATTENTION, grouped_decode_attention)
+    return True
+
+
+ATTENTION_REGISTERED = _register_attention()
+
+
+def supports_static_steps(model: Any) -> bool:
+    config = getattr(model, "config", None)
+    return (
+        ATTENTION_REGISTERED
+        and DynamicLayer is not None
+        and getattr(config, "_attn_implementation", None) in STATIC_ATTENTION_IMPLEMENTATIONS
+    )
+
+
+@contextlib.contextmanager
+def grouped_attention(model: Any) -> Iterator[None]:
+    """The model's attention goes through `grouped_decode_attention` inside the block."""
+    config = model.config
+    previous = config._attn_implementation
+    config._attn_implementation = GROUPED_DECODE_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = previous
+
+
+def aligned_capacity(width: int, extra_tokens: int) -> int:
+    """Cache positions for a `width`-token prompt and `extra_tokens` more, rounded up for the mask."""
+    total = width + extra_tokens
+    return -(-total // MASK_ALIGNMENT) * MASK_ALIGNMENT
+
+
+if DynamicLayer is not None:
+
+    class StaticPositionLayer(DynamicLayer):
+        """Keys and values over the whole capacity; `update` writes the step's token at `write_index`."""
+
+        def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, write_index: torch.Tensor):
+            super().__init__()
+            self.keys, self.values, self.write_index = key_buffer, value_buffer, write_index
+            self.dtype, self.device = key_buffer.dtype, key_buffer.device
+            self.is_initialized = True
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            raise RuntimeError("a StaticPositionLayer is created initialised")
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+            self.keys.index_copy_(2, self.write_index, key_states)
+            self.values.index_copy_(2, self.write_index, value_states)
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return int(self.keys.shape[-2])
+
+
+class StaticDecodeStep:
+    """Callable `(token (rows,), step) -> (rows, vocab) float32 logits` over a merged preallocated cache.
+
+    `cache` comes from `merge_prompt_caches` (capacity from `aligned_capacity`); `attention` is the
+    (rows, width) prompt mask and `prompt_lengths` the (rows,) prompt lengths. The returned logits
+    tensor is overwritten by the next call.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        cache: Any,
+        cache_name: str,
+        attention: torch.Tensor,
+        prompt_lengths: torch.Tensor,
+        cuda_graph: bool = False,
+    ):
+        first = cache.layers[0]
+        capacity = first._key_buffer.shape[-2]
+        rows, self.width = attention.shape
+        device = attention.device
+        self.model, self.cache, self.cache_name = model, cache, cache_name
+        self.write_index = torch.full((1,), self.width, dtype=torch.long, device=device)
+        for index, layer in enumerate(cache.layers):
+            for buffer in (layer._key_buffer, layer._value_buffer):
+                buffer[:, :, self.width :] = 0  # masked, but 0 * NaN garbage would still poison the output
+            cache.layers[index] = StaticPositionLayer(layer._key_buffer, layer._value_buffer, self.write_index)
+        dtype = first._key_buffer.dtype
+        self.bias = torch.full((rows, 1, 1, capacity), float("-inf"), dtype=dtype, device=device)
+        self.bias[:, 0, 0, : self.width].masked_fill_(attention.bool(), 0.0)
+        self.prompt_lengths = prompt_lengths
+        self.input_ids = torch.zeros((rows, 1), dtype=torch.long, device=device)
+        self.positions = prompt_lengths[:, None].clone()
+        self.capacity = capacity
+        self.use_graph = cuda_graph and device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.logits: torch.Tensor | None = None
+
+    def _forward(self) -> torch.Tensor:
+        return forward_last_logits(
+            self.model, self.input_ids, self.bias, self.positions, self.cache, self.cache_name
+        )
+
+    def __call__(self, token: torch.Tensor, step: int) -> torch.Tensor:
+        column = self.width + step
+        if column >= self.capacity:
+            raise RuntimeError(f"decode step {step} is past the cache capacity {self.capacity}")
+        self.input_ids.copy_(token[:, None])
+        torch.add(self.prompt_lengths, step, out=self.positions[:, 0])
+        self.write_index.fill_(column)
+        self.bias[:, 0, 0, column] = 0.0
+        if not self.use_graph:
+            return self._forward()
+        if self.graph is None:
+            return self._capture()
+        self.graph.replay()
+        return self.logits  # type: ignore[return-value]
+
+    def _capture(self) -> torch.Tensor:
+        """Warm up on a side stream, capture, and return the warm-up's logits (the replay would equal them)."""
+        stream = torch.cuda.Stream(device=self.input_ids.device)
+        stream.wait_stream(torch.cuda.current_stream(self.input_ids.device))
+        with torch.cuda.stream(stream):
+            logits = self._forward()
+        torch.cuda.current_stream(self.input_ids.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self.logits = self._forward()
+        except Exception as error:  # noqa: BLE001 - any capture failure means: decode without the graph
+            warnings.warn(f"CUDA graph capture of the decode step failed ({error}); decoding without graphs")
+            self.use_graph = False
+            torch.cuda.synchronize(self.input_ids.device)
+            return logits
+        self.graph = graph
+        return logits
