@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for batch_size in batch_sizes:
         results.append(measure_collection(row, actors, settings, batch_size, run.reward_config))
-        print(f"batch {batch_size}: {results[-1]['seconds']:.1f} s", flush=True)
+        print(json.dumps(results[-1]), flush=True)  # each result as soon as it is measured
     actors.close()
     print()
     print(format_table(results, weights_bytes))

@@ -194,9 +194,8 @@ def test_sampling_with_a_generator_is_reproducible(tiny):
 def test_fill_budget_mode_runs_to_the_token_budget(tiny):
     tokenizer = tiny.tokenizer
     budget = 160
-    decoder = StructuredDecoder(tiny.model, tokenizer, max_new_tokens=budget, fill_budget=True)
     recording = RecordingLM(tiny.model)
-    decoder.model = recording
+    decoder = StructuredDecoder(recording, tokenizer, max_new_tokens=budget, fill_budget=True)
     (group,) = decoder.generate([short_request(tokenizer, 0, 3)], 2, seeds=[3])
     assert len(recording.shapes) == budget  # one prefill + budget - 1 decode steps
     plan = build_slot_plan(tokenizer, 0, 3)
