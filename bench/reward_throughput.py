@@ -32,7 +32,7 @@ from travel.data.catalog import (  # noqa: E402
 )
 from travel.data.row import TravelRow  # noqa: E402
 from travel.reward import score_joint_action  # noqa: E402
-from travel.task.fields import PLAN_FIELDS, ROLE_FIELDS, owned_slots  # noqa: E402
+from travel.task.fields import PLAN_FIELDS, owned_slots  # noqa: E402
 
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
 TARGET_PER_SECOND = 1000.0

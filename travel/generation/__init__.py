@@ -5,8 +5,8 @@ from travel.generation.chat import (
     render_chat_prompt,
     render_role_prompt,
 )
-from travel.generation.decoder import Candidate, DecodeRequest, StructuredDecoder
-from travel.generation.requests import role_request
+from travel.generation.decoder import StructuredDecoder
+from travel.generation.requests import Candidate, DecodeRequest, role_request
 
 __all__ = [
     "Candidate",

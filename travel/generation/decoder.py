@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,6 +37,7 @@ from travel.generation.model_io import (
     model_device,
     new_cache,
 )
+from travel.generation.requests import Candidate, DecodeRequest, as_request
 from travel.generation.sampling import (
     ensure_legal,
     greedy_choice,
@@ -52,30 +52,6 @@ from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 VALUE, FORCED, DONE = 0, 1, 2
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
 DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
-
-
-@dataclass(frozen=True)
-class DecodeRequest:
-    prompt: str  # the rendered chat prompt, ending with the role's assistant prefill
-    agent_id: int
-    days: int
-    prompt_ids: tuple[int, ...] | None = None  # the prompt's tokens when already tokenized
-
-
-@dataclass
-class Candidate:
-    text: str  # prefill + decoded generated tokens
-    token_ids: torch.Tensor  # (n,) long, generated tokens only
-    value_mask: torch.Tensor  # (n,) bool, 1 = sampled value token
-    logprob: float | None  # mean full-vocabulary log-prob over value tokens (None unless requested)
-    prompt_ids: torch.Tensor  # (p,) long, the tokenized prompt (shared by a request's candidates)
-
-
-def as_request(request: DecodeRequest | Sequence[Any]) -> DecodeRequest:
-    if isinstance(request, DecodeRequest):
-        return request
-    prompt, agent_id, days = request
-    return DecodeRequest(str(prompt), int(agent_id), int(days))
 
 
 class StructuredDecoder:
