@@ -133,6 +133,7 @@ def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monke
         ("curriculum.eval_per_cell=30", "curriculum.eval_per_cell=30"),
         ("hardware.agent_devices=[cuda:99,cpu]", "hardware.agent_devices"),
         ("hardware.agent_devices=[cpu,npu]", "hardware.agent_devices"),
+        ("generation.rows_per_call=0", "generation.rows_per_call=0"),
     ],
 )
 def test_bad_config_fails_before_loading_weights(tmp_path, override, message):

@@ -95,7 +95,12 @@ class Run:
                 learning_rate=float(self.cfg.algorithm.learning_rate),
                 seed=int(self.cfg.seed),
             )
-            sampler = JointRolloutSampler(actors.actors, self.reward_config, parallel=actors.parallel)
+            sampler = JointRolloutSampler(
+                actors.actors,
+                self.reward_config,
+                parallel=actors.parallel,
+                rows_per_call=OmegaConf.select(self.cfg, "generation.rows_per_call", default=None),
+            )
             evaluator = Evaluator(
                 sampler,
                 anchor_rows=split.anchor,
@@ -165,6 +170,9 @@ class Run:
         for key in ("max_new_tokens", "max_value_tokens"):
             if int(generation[key]) < 1:
                 raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
+        rows_per_call = OmegaConf.select(generation, "rows_per_call", default=None)
+        if rows_per_call is not None and int(rows_per_call) < 1:
+            raise ValueError(f"generation.rows_per_call={rows_per_call}: must be >= 1 (or null for a whole buffer)")
         if not float(generation.temperature) > 0:
             raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
         if not 0 < float(generation.top_p) <= 1:

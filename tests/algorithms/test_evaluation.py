@@ -125,3 +125,29 @@ def test_an_empty_anchor_or_a_foreign_anchor_is_refused(pool):
         Evaluator(sampler, anchor_rows=(), eval_rows=(), panel_size=4)
     with pytest.raises(ValueError, match="first panel"):
         Evaluator(sampler, anchor_rows=rows[1:5], eval_rows=rows, panel_size=4)
+
+
+class PanelBatchingPolicy(RowScriptedPolicy):
+    """Samples several rows per call; records the rows of each call."""
+
+    def __init__(self, agent_id: int, answers: dict[int, str], rows):
+        super().__init__(agent_id, answers)
+        self.position = {id(row): index for index, row in enumerate(rows)}
+        self.calls = []
+
+    def sample_rows(self, rows, num_candidates, *, greedy=False):
+        self.calls.append([self.position[id(row)] for row in rows])
+        return [self.sample(row, num_candidates, greedy=greedy) for row in rows]
+
+
+@pytest.mark.parametrize("rows_per_call, calls", [(None, [[0, 1, 2, 3], [4, 5]]), (3, [[0, 1, 2], [3], [4, 5]])])
+def test_each_panel_is_one_generation_call_at_most_rows_per_call_rows(pool, rows_per_call, calls):
+    rows, answers = pool
+    policies = [PanelBatchingPolicy(agent, answers[agent], rows) for agent in (0, 1)]
+    sampler = JointRolloutSampler(policies, rows_per_call=rows_per_call)
+    evaluator = Evaluator(sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, progress=False)
+    point = evaluator.terminal(40)
+    assert [policy.calls for policy in policies] == [calls, calls]
+    assert [sample["panel"] for sample in point.samples] == [1, 1, 1, 1, 2, 2]
+    assert point.metrics["eval/reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08) / 4)
+    assert sampler.env_step == 0

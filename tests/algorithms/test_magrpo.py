@@ -246,6 +246,31 @@ def test_turn_metrics_are_logged_once_per_joint_step_every_logging_steps(scripte
     assert all(set(m) & {"turn_1/reward_mean"} for _, m in turns)
 
 
+class BatchingPolicy(ScriptedPolicy):
+    """Samples several rows per call, and records how many."""
+
+    def __init__(self, agent_id):
+        super().__init__(agent_id)
+        self.call_rows = []
+
+    def sample_rows(self, rows, num_candidates, *, greedy=False):
+        self.call_rows.append([row.source_index for row in rows])
+        return [self.sample(row, num_candidates, greedy=greedy) for row in rows]
+
+
+def test_each_buffer_is_sampled_in_one_call_per_agent(scripted_run):
+    policies = [BatchingPolicy(0), BatchingPolicy(1)]
+    trainer = scripted_run.trainer
+    trainer.sampler = JointRolloutSampler(policies, score=scripted_score)
+    result = trainer.train()
+    # buffers of 2 rows within each epoch: [r0 r1] | [r0 r1] [r2] | [r0 r1] [r2]
+    for policy in policies:
+        assert policy.call_rows == [[0, 1], [0, 1], [2], [0, 1], [2]]
+    assert result.env_steps == 16 and result.optimizer_updates == [5, 5]
+    train = [step for step, m in scripted_run.tracker.records if "train/reward" in m]
+    assert train == [4, 8, 10, 14, 16]
+
+
 def test_counts_that_drift_from_the_schedule_fail(scripted_run):
     trainer = scripted_run.trainer
     result = trainer.train()

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fixtures import all_dash_action_text, fixture_row, role_action_text, valid_plan_values
+from tests.fixtures import (
+    all_dash_action_text,
+    five_day_fixture_row,
+    fixture_row,
+    role_action_text,
+    valid_plan_values,
+)
 from travel.algorithms.rollout import JointRolloutSampler
 
 
@@ -143,3 +149,52 @@ def test_policies_must_be_two_in_agent_order():
         JointRolloutSampler([ScriptedPolicy(0, [])])
     with pytest.raises(ValueError, match="agent order"):
         JointRolloutSampler([ScriptedPolicy(1, []), ScriptedPolicy(0, [])])
+
+
+class BatchingPolicy(ScriptedPolicy):
+    """Scripted texts per row, sampled several rows per call; records each call's row count."""
+
+    def __init__(self, agent_id, texts_by_day):
+        super().__init__(agent_id, [])
+        self.texts_by_day = texts_by_day
+        self.call_sizes = []
+
+    def sample(self, row, num_candidates, *, greedy=False):
+        self.script = [self.texts_by_day[row.days][:num_candidates]]
+        return super().sample(row, num_candidates, greedy=greedy)
+
+    def sample_rows(self, rows, num_candidates, *, greedy=False):
+        self.call_sizes.append(len(rows))
+        return [self.sample(row, num_candidates, greedy=greedy) for row in rows]
+
+
+def test_rows_are_sampled_together_in_calls_of_rows_per_call():
+    rows = [fixture_row(), five_day_fixture_row(), fixture_row()]
+    by_day = {}
+    for day_row in rows[:2]:
+        valid, dash = texts(day_row)
+        by_day.setdefault(day_row.days, (valid, dash))
+
+    def make():
+        return [
+            BatchingPolicy(agent, {days: [valid[agent], dash[agent]] for days, (valid, dash) in by_day.items()})
+            for agent in (0, 1)
+        ]
+
+    policies = make()
+    batched = JointRolloutSampler(policies, rows_per_call=2).rollouts(rows, 2)
+    assert [policy.call_sizes for policy in policies] == [[2, 1], [2, 1]]
+    assert [rollout.env_step for rollout in batched] == [2, 4, 6]  # as if the rows ran one by one
+    one_by_one = JointRolloutSampler(make())
+    for row_, rollout in zip(rows, batched):
+        alone = one_by_one.rollout(row_, 2)
+        assert rollout.row is row_ and rollout.rewards == alone.rewards == [1.0, pytest.approx(0.08)]
+        assert [agent.texts for agent in rollout.agents] == [agent.texts for agent in alone.agents]
+    whole = make()
+    evaluation = JointRolloutSampler(whole).rollouts(rows, 1, greedy=True, count_env_steps=False)
+    assert [policy.call_sizes for policy in whole] == [[3], [3]] and [r.env_step for r in evaluation] == [0, 0, 0]
+
+
+def test_rows_per_call_must_be_positive(row):
+    with pytest.raises(ValueError, match="generation.rows_per_call=0"):
+        JointRolloutSampler([ScriptedPolicy(0, []), ScriptedPolicy(1, [])], rows_per_call=0)

@@ -60,13 +60,20 @@ class Actor:
     def prompt_ids(self, row: "TravelRow") -> Sequence[int]:
         return self.request(row).prompt_ids
 
-    @torch.no_grad()
     def sample(self, row: "TravelRow", num_candidates: int, *, greedy: bool = False) -> list[Any]:
+        return self.sample_rows([row], num_candidates, greedy=greedy)[0]
+
+    @torch.no_grad()
+    def sample_rows(self, rows: Sequence["TravelRow"], num_candidates: int, *, greedy: bool = False) -> list[list[Any]]:
+        """`num_candidates` actions per row from one decoder call (one prefill per row)."""
         self.model.eval()
-        (candidates,) = self.decoder.generate(
-            [self.request(row)], num_candidates, greedy=greedy, generator=None if greedy else self.generator
+        groups = self.decoder.generate(
+            [self.request(row) for row in rows],
+            num_candidates,
+            greedy=greedy,
+            generator=None if greedy else self.generator,
         )
-        return list(candidates)
+        return [list(group) for group in groups]
 
     def to(self, device: torch.device) -> None:
         move_actor(self.model, self.optimizer, device)

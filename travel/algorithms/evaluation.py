@@ -85,10 +85,14 @@ class Evaluator:
     def evaluate(self, rows: Sequence["TravelRow"], env_step: int, *, terminal: bool = False) -> EvalPoint:
         samples, records = [], []
         label = "final eval" if terminal else "eval"
-        for index, row in enumerate(tqdm(rows, desc=f"{label} @ {env_step}", leave=False, disable=not self.progress)):
-            rollout = self.sampler.rollout(row, 1, greedy=self.greedy, count_env_steps=False)
-            records.append(sample_record(rollout.results[0]))
-            samples.append(_sample_detail(index, self.panel_size, rollout))
+        # One panel per generation call (the sampler may split it further: generation.rows_per_call).
+        with tqdm(total=len(rows), desc=f"{label} @ {env_step}", leave=False, disable=not self.progress) as bar:
+            for start in range(0, len(rows), self.panel_size):
+                panel = rows[start : start + self.panel_size]
+                for rollout in self.sampler.rollouts(panel, 1, greedy=self.greedy, count_env_steps=False):
+                    records.append(sample_record(rollout.results[0]))
+                    samples.append(_sample_detail(len(samples), self.panel_size, rollout))
+                bar.update(len(panel))
         point = EvalPoint(env_step, anchor_and_full_metrics(records, self.panel_size), samples, terminal)
         if self.tracker is not None:
             self.tracker.log(point.public, env_step=env_step)

@@ -183,15 +183,14 @@ class MAGRPOTrainer:
                     self.on_epoch_start(epoch_index)
                 if epoch_index % schedule.eval_every_epochs == 0:
                     self.evaluator.periodic(self.sampler.env_step)
-                for row in rows:
-                    rollout = self.sampler.rollout(row, num_generations)
-                    advantages = group_advantages(rollout.rewards, self.advantage_mode, self.advantage_normalization)
-                    self._buffer.append((rollout, advantages))
-                    bar.update(rollout.num_joint_actions)
+                # A buffer's rows are sampled by the same weights, so they are sampled together.
+                size = schedule.rollout_buffer_size
+                for start in range(0, len(rows), size):
+                    for rollout in self.sampler.rollouts(rows[start : start + size], num_generations):
+                        advantages = group_advantages(rollout.rewards, self.advantage_mode, self.advantage_normalization)
+                        self._buffer.append((rollout, advantages))
+                        bar.update(rollout.num_joint_actions)
                     bar.set_postfix(epoch=f"{epoch_index + 1}/{len(epochs)}", phase=phase, refresh=False)
-                    if len(self._buffer) >= schedule.rollout_buffer_size:
-                        self._process_buffer(phase)
-                if self._buffer:  # a partial buffer at the epoch end is processed
                     self._process_buffer(phase)
         finally:
             bar.close()

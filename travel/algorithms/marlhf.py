@@ -121,7 +121,11 @@ class MARLHFTrainer:
         self.reward_model: Optional[JointRewardModel] = None
         # training rollouts only: the evaluator keeps the task-reward sampler it was built with
         self.learned_sampler = JointRolloutSampler(
-            actors.actors, reward_config, score=self.learned_scores, parallel=bool(getattr(actors, "parallel", False))
+            actors.actors,
+            reward_config,
+            score=self.learned_scores,
+            parallel=bool(getattr(actors, "parallel", False)),
+            rows_per_call=getattr(getattr(evaluator, "sampler", None), "rows_per_call", None),
         )
 
     @staticmethod
