@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch
 
+from bench.memory import above_weights, gib
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
 from travel.generation.model_io import decode_attention
@@ -160,20 +161,14 @@ def run_baseline(loaded: models.LoadedModel, prompt_ids: torch.Tensor, new_token
 
 
 def format_table(results: list[Measurement], weights_bytes: int | None) -> str:
-    gib = 1024**3
-
-    def memory(value: int | None) -> str:
-        return "n/a" if value is None else f"{value / gib:.2f}"
-
     lines = [
         "| method | seconds | ms / step | tokens / s | peak GiB | peak - weights GiB | note |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for m in results:
-        above = None if m.peak_bytes is None or weights_bytes is None else m.peak_bytes - weights_bytes
         lines.append(
             f"| {m.name} | {m.seconds:.2f} | {m.ms_per_step:.2f} | {m.tokens_per_second:.0f} | "
-            f"{memory(m.peak_bytes)} | {memory(above)} | {m.note} |"
+            f"{gib(m.peak_bytes)} | {above_weights(m.peak_bytes, weights_bytes)} | {m.note} |"
         )
     baselines = [m for m in results if not m.name.startswith("StructuredDecoder")]
     for ours in results[len(baselines) :]:

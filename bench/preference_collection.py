@@ -31,15 +31,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from bench.memory import above_weights, gib
 from travel.agents.actors import build_actors
 from travel.algorithms.preferences import PreferenceSettings, RolePoliciesSource, collect_preferences, generation_chunks
 from travel.run import Run
 
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
-DEFAULT_OVERRIDES = [
-    "algorithm=madpo",
-    "model=random_qwen3_4b",
-    "hardware=1xb200",
+DEFAULT_OVERRIDES = ["algorithm=madpo", "model=random_qwen3_4b", "hardware=1xb200"]
+REAL_DATA_OVERRIDES = [
     "data=local",
     f"data.path={DEFAULT_DATA}",
     "curriculum.train_per_cell=4",
@@ -48,9 +47,13 @@ DEFAULT_OVERRIDES = [
 
 
 def compose_config(overrides: list[str]) -> Any:
-    """The project's config with the defaults above, then the command line's overrides (later wins)."""
+    """The project's config with the defaults above (the real train rows unless `data=` is given), then the
+    command line's overrides (later wins)."""
+    defaults = list(DEFAULT_OVERRIDES)
+    if not any(override.startswith("data=") for override in overrides):
+        defaults += REAL_DATA_OVERRIDES
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=[*DEFAULT_OVERRIDES, *overrides])
+        return compose(config_name="config", overrides=[*defaults, *overrides])
 
 
 def measure_collection(row: Any, actors: Any, settings: PreferenceSettings, batch_size: int, reward_config: Any):
@@ -79,21 +82,15 @@ def measure_collection(row: Any, actors: Any, settings: PreferenceSettings, batc
 
 
 def format_table(results: list[dict[str, Any]], weights_bytes: int | None) -> str:
-    gib = 1024**3
-
-    def memory(value: int | None) -> str:
-        return "n/a" if value is None else f"{value / gib:.2f}"
-
     lines = [
         "| batch size | generation calls | seconds | joint candidates / s | pairs | rewards | peak GiB | peak - weights GiB |",
         "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     for r in results:
-        above = None if r["peak_bytes"] is None or weights_bytes is None else r["peak_bytes"] - weights_bytes
         lines.append(
             f"| {r['batch_size']} | {r['generation_calls']} | {r['seconds']:.1f} | "
             f"{r['joint_candidates'] / r['seconds']:.2f} | {r['pairs']} | {r['reward_min']:.3f}..{r['reward_max']:.3f} | "
-            f"{memory(r['peak_bytes'])} | {memory(above)} |"
+            f"{gib(r['peak_bytes'])} | {above_weights(r['peak_bytes'], weights_bytes)} |"
         )
     first = results[0]
     for r in results[1:]:
