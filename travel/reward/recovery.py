@@ -2,7 +2,7 @@
 
 Per agent: complete (day, field, value) triples recovered by the parser and by a regex, the owned
 ones accepted non-atomically; format-progress signals; overflow/rejection rates; the 8-gram
-reference-copy rate and the overlong rate. The accepted triples form a recovered merge (what the
+reference-copy rate and the overlong rate (travel/reward/penalties.py). The accepted triples form a recovered merge (what the
 merger makes of them re-serialised as strict actions) that the ordinary evaluator scores. Nothing
 here feeds Q, B, G, U or any end metric: only the bounded learning channels P and E and the penalties.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field as dataclass_field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
+from travel.reward.penalties import overlong_rate, reference_copy_rate, reference_ngram_index
 from travel.task.fields import PLAN_FIELDS, Slot, owned_slots
 
 # Unrolled quoted-string alternatives and explicit letter classes: this runs on every action text and
@@ -35,13 +36,8 @@ _ASSIGNMENTS_KEY = re.compile(r"""assignments["']?\s*:\s*(.?)""", re.DOTALL)
 _STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^{}\[\]]+")
 _PAIR_PASSES = 8
-WORD_TOKEN = re.compile(r"[a-z0-9]+(?:[.$:+/\-][a-z0-9]+)*")
 
 MAX_DIGITS = 9
-COPY_NGRAM = 8
-_KNOWN_RUN = re.compile("1{%d,}" % COPY_NGRAM)
-COPY_FLOOR, COPY_SPAN = 0.20, 0.60
-OVERLONG_BASE, OVERLONG_PER_SLOT = 240, 180
 FORMAT_WEIGHTS: tuple[tuple[str, float], ...] = (
     ("object_start", 0.10), ("agent_id_key", 0.10), ("agent_id_match", 0.10), ("assignments_key", 0.10),
     ("assignments_list", 0.20), ("owned_triple_progress", 0.25), ("closed_delimiters", 0.15),
@@ -108,46 +104,6 @@ def delimiters_closed(text: str) -> bool:
         elif not stack or stack.pop() != char:
             return False
     return not stack
-
-
-@lru_cache(maxsize=512)
-def reference_ngram_index(reference_text: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
-    """The reference's word vocabulary and 8-gram set (computed once per reference string)."""
-    tokens = WORD_TOKEN.findall(reference_text.lower())
-    grams = frozenset(tuple(tokens[i : i + COPY_NGRAM]) for i in range(len(tokens) - COPY_NGRAM + 1))
-    return frozenset(tokens), grams
-
-
-def reference_copy_fraction(text: str, index: tuple[frozenset[str], frozenset[tuple[str, ...]]]) -> float | None:
-    """Fraction of the text's 8-grams that occur in the reference; None when the text has under 8 tokens."""
-    tokens = WORD_TOKEN.findall(text.lower())
-    total = len(tokens) - COPY_NGRAM + 1
-    if total <= 0:
-        return None
-    vocabulary, grams = index
-    # A window holding a word the reference never uses cannot be a copied 8-gram, so only runs of at
-    # least 8 reference words are looked up (action JSON keys break almost every window).
-    known = "".join(["1" if token in vocabulary else "0" for token in tokens])
-    present = 0
-    for run in _KNOWN_RUN.finditer(known):
-        for start in range(run.start(), run.end() - COPY_NGRAM + 1):
-            if tuple(tokens[start : start + COPY_NGRAM]) in grams:
-                present += 1
-    return present / total
-
-
-def reference_copy_rate(text: str, index: tuple[frozenset[str], frozenset[tuple[str, ...]]]) -> float:
-    """clamp01((copied 8-gram fraction - 0.20) / 0.60); 0 for texts under 8 tokens."""
-    fraction = reference_copy_fraction(text, index)
-    if fraction is None:
-        return 0.0
-    return min(1.0, max(0.0, (fraction - COPY_FLOOR) / COPY_SPAN))
-
-
-def overlong_rate(text: str, owned_count: int) -> float:
-    """clamp01((len(text) - L) / L) with L = 240 + 180 * owned slots."""
-    limit = OVERLONG_BASE + OVERLONG_PER_SLOT * owned_count
-    return min(1.0, max(0.0, (len(text) - limit) / limit))
 
 
 def accept_owned(candidates: Iterable[Any], owned: frozenset[Slot]) -> dict[Slot, str]:
