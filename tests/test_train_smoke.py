@@ -134,6 +134,7 @@ def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monke
         ("hardware.agent_devices=[cuda:99,cpu]", "hardware.agent_devices"),
         ("hardware.agent_devices=[cpu,npu]", "hardware.agent_devices"),
         ("generation.rows_per_call=0", "generation.rows_per_call=0"),
+        ("generation.eval_rows_per_call=0", "generation.eval_rows_per_call=0"),
     ],
 )
 def test_bad_config_fails_before_loading_weights(tmp_path, override, message):

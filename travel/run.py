@@ -108,6 +108,7 @@ class Run:
                 panel_size=split.panel_size,
                 tracker=tracker,
                 greedy=bool(self.cfg.generation.greedy_eval),
+                rows_per_call=int(OmegaConf.select(self.cfg, "generation.eval_rows_per_call", default=1)),
             )
             trainer = instantiate(self.cfg.algorithm.trainer)(
                 schedule=schedule, sampler=sampler, actors=actors, evaluator=evaluator, tracker=tracker,
@@ -173,6 +174,9 @@ class Run:
         rows_per_call = OmegaConf.select(generation, "rows_per_call", default=None)
         if rows_per_call is not None and int(rows_per_call) < 1:
             raise ValueError(f"generation.rows_per_call={rows_per_call}: must be >= 1 (or null for a whole buffer)")
+        eval_rows_per_call = OmegaConf.select(generation, "eval_rows_per_call", default=1)
+        if int(eval_rows_per_call) < 1:
+            raise ValueError(f"generation.eval_rows_per_call={eval_rows_per_call}: must be >= 1")
         if not float(generation.temperature) > 0:
             raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
         if not 0 < float(generation.top_p) <= 1:

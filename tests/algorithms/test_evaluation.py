@@ -140,14 +140,30 @@ class PanelBatchingPolicy(RowScriptedPolicy):
         return [self.sample(row, num_candidates, greedy=greedy) for row in rows]
 
 
-@pytest.mark.parametrize("rows_per_call, calls", [(None, [[0, 1, 2, 3], [4, 5]]), (3, [[0, 1, 2], [3], [4, 5]])])
-def test_each_panel_is_one_generation_call_at_most_rows_per_call_rows(pool, rows_per_call, calls):
+@pytest.mark.parametrize(
+    "eval_rows_per_call, sampler_rows_per_call, calls",
+    [
+        (1, None, [[0], [1], [2], [3], [4], [5]]),  # the default: each row alone
+        (4, None, [[0, 1, 2, 3], [4, 5]]),
+        (4, 3, [[0, 1, 2], [3], [4, 5]]),  # the sampler's own cap splits further
+    ],
+)
+def test_evaluation_decodes_eval_rows_per_call_rows_at_once(pool, eval_rows_per_call, sampler_rows_per_call, calls):
     rows, answers = pool
     policies = [PanelBatchingPolicy(agent, answers[agent], rows) for agent in (0, 1)]
-    sampler = JointRolloutSampler(policies, rows_per_call=rows_per_call)
-    evaluator = Evaluator(sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, progress=False)
+    sampler = JointRolloutSampler(policies, rows_per_call=sampler_rows_per_call)
+    evaluator = Evaluator(
+        sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, progress=False, rows_per_call=eval_rows_per_call
+    )
     point = evaluator.terminal(40)
     assert [policy.calls for policy in policies] == [calls, calls]
     assert [sample["panel"] for sample in point.samples] == [1, 1, 1, 1, 2, 2]
     assert point.metrics["eval/reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08) / 4)
     assert sampler.env_step == 0
+
+
+def test_eval_rows_per_call_must_be_positive(pool):
+    rows, answers = pool
+    sampler = JointRolloutSampler([PanelBatchingPolicy(agent, answers[agent], rows) for agent in (0, 1)])
+    with pytest.raises(ValueError, match="generation.eval_rows_per_call=0"):
+        Evaluator(sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, rows_per_call=0)

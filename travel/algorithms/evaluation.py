@@ -68,12 +68,16 @@ class Evaluator:
         tracker: Any = None,
         greedy: bool = True,
         progress: bool = True,
+        rows_per_call: int = 1,
     ):
         if not anchor_rows:
             raise ValueError("curriculum.eval_per_cell: evaluation needs a non-empty anchor panel")
         if tuple(eval_rows[: len(anchor_rows)]) != tuple(anchor_rows):
             raise ValueError("the anchor panel must be the first panel of the eval rows")
+        if int(rows_per_call) < 1:
+            raise ValueError(f"generation.eval_rows_per_call={rows_per_call}: must be >= 1")
         self.sampler = sampler
+        self.rows_per_call = int(rows_per_call)
         self.anchor_rows = tuple(anchor_rows)
         self.eval_rows = tuple(eval_rows)
         self.panel_size = panel_size
@@ -85,14 +89,15 @@ class Evaluator:
     def evaluate(self, rows: Sequence["TravelRow"], env_step: int, *, terminal: bool = False) -> EvalPoint:
         samples, records = [], []
         label = "final eval" if terminal else "eval"
-        # One panel per generation call (the sampler may split it further: generation.rows_per_call).
+        # `rows_per_call` rows per generation call; 1 (the default) decodes each row alone, as the reference
+        # evaluation does (greedy results can differ in the last bits across batch shapes on a GPU).
         with tqdm(total=len(rows), desc=f"{label} @ {env_step}", leave=False, disable=not self.progress) as bar:
-            for start in range(0, len(rows), self.panel_size):
-                panel = rows[start : start + self.panel_size]
-                for rollout in self.sampler.rollouts(panel, 1, greedy=self.greedy, count_env_steps=False):
+            for start in range(0, len(rows), self.rows_per_call):
+                chunk = rows[start : start + self.rows_per_call]
+                for rollout in self.sampler.rollouts(chunk, 1, greedy=self.greedy, count_env_steps=False):
                     records.append(sample_record(rollout.results[0]))
                     samples.append(_sample_detail(len(samples), self.panel_size, rollout))
-                bar.update(len(panel))
+                bar.update(len(chunk))
         point = EvalPoint(env_step, anchor_and_full_metrics(records, self.panel_size), samples, terminal)
         if self.tracker is not None:
             self.tracker.log(point.public, env_step=env_step)
