@@ -171,24 +171,23 @@ class StructuredDecoder:
 
     # ---- the decode loop -------------------------------------------------------------------------
 
-    def _static_backend(self, device: torch.device) -> str | None:
+    def _static_backend(self, device: torch.device, preallocated: bool) -> str | None:
         """'static' or 'cuda_graph' when decode steps run with fixed shapes, None for the eager loop."""
         backend = self.step_backend
         if backend == "auto":
             backend = "cuda_graph" if device.type == "cuda" else "eager"
-        if backend == "eager" or not supports_static_steps(self.model):
-            return None
-        if not supports_preallocation(new_cache(self.model)):
+        if backend == "eager" or not preallocated or not supports_static_steps(self.model):
             return None
         return backend
 
     def _prefill(
-        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device, aligned: bool = False
+        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device, preallocated: bool
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run every prompt through the model once and expand to `repeats` rows per prompt.
 
         Returns (cache, last-position logits, attention mask, prompt lengths), rows grouped by prompt and
-        left-padded to the longest prompt. `aligned` rounds the cache capacity up for static steps.
+        left-padded to the longest prompt. A `preallocated` cache has room for the whole token budget,
+        rounded up to the static steps' mask alignment.
         """
         lengths = torch.tensor([len(ids) for ids in prompt_ids], dtype=torch.long)
         if int(lengths.min()) < 1:
@@ -198,7 +197,7 @@ class StructuredDecoder:
         for row, ids in enumerate(prompt_ids):
             attention[row, width - len(ids) :] = 1
         attention = attention.repeat_interleave(repeats, dim=0).to(device)
-        if supports_preallocation(new_cache(self.model)):
+        if preallocated:
             caches, last_logits = [], []
             for ids in prompt_ids:  # one prompt at a time: causal attention without a padding mask
                 cache = new_cache(self.model)
@@ -210,10 +209,7 @@ class StructuredDecoder:
                     )
                 )
                 caches.append(cache)
-            extra = self.max_new_tokens
-            if aligned:
-                extra = aligned_capacity(width, self.max_new_tokens) - width
-            cache = merge_prompt_caches(caches, repeats, extra)
+            cache = merge_prompt_caches(caches, repeats, aligned_capacity(width, self.max_new_tokens) - width)
             logits = torch.cat(last_logits, dim=0)
         else:
             input_ids = torch.full((len(prompt_ids), width), self.pad_token_id, dtype=torch.long)
@@ -241,8 +237,9 @@ class StructuredDecoder:
         device: torch.device,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
-        static = self._static_backend(device)
-        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, aligned=static is not None)
+        preallocated = supports_preallocation(new_cache(self.model))
+        static = self._static_backend(device, preallocated)
+        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated)
         if static is None:
             forward_step = self._eager_step(cache, attention, prompt_lengths)
             attention_context: Any = contextlib.nullcontext()
