@@ -151,6 +151,8 @@ class Run:
         """The schedule and split after checking every option a training run needs, without loading weights:
         the trainer node, the curriculum and eval pool, catalogs, K, devices and generation settings."""
         from travel.agents.devices import agent_devices
+        from travel.algorithms.evaluation import eval_rows_per_call_option
+        from travel.algorithms.rollout import rows_per_call_option
 
         if OmegaConf.select(self.cfg, "algorithm.trainer") is None:
             raise ValueError(f"algorithm={self.cfg.algorithm.name} has no `trainer` node: mode=train cannot build it")
@@ -171,12 +173,8 @@ class Run:
         for key in ("max_new_tokens", "max_value_tokens"):
             if int(generation[key]) < 1:
                 raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
-        rows_per_call = OmegaConf.select(generation, "rows_per_call", default=None)
-        if rows_per_call is not None and int(rows_per_call) < 1:
-            raise ValueError(f"generation.rows_per_call={rows_per_call}: must be >= 1 (or null for a whole buffer)")
-        eval_rows_per_call = OmegaConf.select(generation, "eval_rows_per_call", default=1)
-        if int(eval_rows_per_call) < 1:
-            raise ValueError(f"generation.eval_rows_per_call={eval_rows_per_call}: must be >= 1")
+        rows_per_call_option(OmegaConf.select(generation, "rows_per_call", default=None))
+        eval_rows_per_call_option(OmegaConf.select(generation, "eval_rows_per_call", default=1))
         if not float(generation.temperature) > 0:
             raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
         if not 0 < float(generation.top_p) <= 1:

@@ -55,6 +55,13 @@ def _sample_detail(index: int, panel_size: int, rollout: "JointRollout") -> dict
     }
 
 
+def eval_rows_per_call_option(value: Any) -> int:
+    """generation.eval_rows_per_call checked: a positive int."""
+    if int(value) < 1:
+        raise ValueError(f"generation.eval_rows_per_call={value}: must be >= 1")
+    return int(value)
+
+
 class Evaluator:
     """Runs and logs evaluations through the rollout seam without advancing the training env_step."""
 
@@ -74,10 +81,8 @@ class Evaluator:
             raise ValueError("curriculum.eval_per_cell: evaluation needs a non-empty anchor panel")
         if tuple(eval_rows[: len(anchor_rows)]) != tuple(anchor_rows):
             raise ValueError("the anchor panel must be the first panel of the eval rows")
-        if int(rows_per_call) < 1:
-            raise ValueError(f"generation.eval_rows_per_call={rows_per_call}: must be >= 1")
         self.sampler = sampler
-        self.rows_per_call = int(rows_per_call)
+        self.rows_per_call = eval_rows_per_call_option(rows_per_call)
         self.anchor_rows = tuple(anchor_rows)
         self.eval_rows = tuple(eval_rows)
         self.panel_size = panel_size

@@ -125,7 +125,7 @@ class MARLHFTrainer:
             reward_config,
             score=self.learned_scores,
             parallel=bool(getattr(actors, "parallel", False)),
-            rows_per_call=getattr(getattr(evaluator, "sampler", None), "rows_per_call", None),
+            rows_per_call=getattr(sampler, "rows_per_call", None),
         )
 
     @staticmethod

@@ -52,6 +52,13 @@ def sample_rows(policy: Policy, rows: Sequence["TravelRow"], num_candidates: int
     return [list(policy.sample(row, num_candidates, greedy=greedy)) for row in rows]
 
 
+def rows_per_call_option(value: Any) -> int | None:
+    """generation.rows_per_call checked: a positive int, or None for all given rows."""
+    if value is not None and int(value) < 1:
+        raise ValueError(f"generation.rows_per_call={value}: must be >= 1 (or null for a whole buffer)")
+    return None if value is None else int(value)
+
+
 ScoreFn = Callable[["TravelRow", list[tuple[str, str]], Any], list["RewardResult"]]
 
 
@@ -120,12 +127,10 @@ class JointRolloutSampler:
         for expected, policy in enumerate(policies):
             if getattr(policy, "agent_id", expected) != expected:
                 raise ValueError(f"policy {expected} has agent_id {policy.agent_id}; policies must be in agent order")
-        if rows_per_call is not None and int(rows_per_call) < 1:
-            raise ValueError(f"generation.rows_per_call={rows_per_call}: must be >= 1 (or null for a whole buffer)")
         self.policies = tuple(policies)
         self.reward_config = reward_config
         self.score = score or _default_score
-        self.rows_per_call = None if rows_per_call is None else int(rows_per_call)
+        self.rows_per_call = rows_per_call_option(rows_per_call)
         self.env_step = 0
         self._workers = [ThreadPoolExecutor(max_workers=1) for _ in policies] if parallel else None
 
