@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch
 
-from bench.memory import above_weights, gib
+from bench.measure import above_weights, gib, measure
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
 from travel.generation.model_io import decode_attention
@@ -123,24 +123,6 @@ def sized_prompt(tokenizer: Any, row: Any, agent_id: int, target_tokens: int) ->
         half = keep // 2
         user = tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-(keep - half) :])
     return render(user)
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def measure(device: torch.device, run: Callable[[], Any]) -> tuple[float, int | None, Any]:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-    synchronize(device)
-    started = time.perf_counter()
-    result = run()
-    synchronize(device)
-    seconds = time.perf_counter() - started
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    return seconds, peak, result
 
 
 def run_baseline(loaded: models.LoadedModel, prompt_ids: torch.Tensor, new_tokens: int, candidates: int, seed: int):

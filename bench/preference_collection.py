@@ -31,7 +31,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from bench.memory import above_weights, gib
+from bench.measure import above_weights, gib, measure
 from travel.agents.actors import build_actors
 from travel.algorithms.preferences import PreferenceSettings, RolePoliciesSource, collect_preferences, generation_chunks
 from travel.run import Run
@@ -57,18 +57,10 @@ def compose_config(overrides: list[str]) -> Any:
 
 
 def measure_collection(row: Any, actors: Any, settings: PreferenceSettings, batch_size: int, reward_config: Any):
-    device = actors.actors[0].device
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
     source = RolePoliciesSource(list(actors.actors), batch_size)
-    started = time.perf_counter()
-    collection = collect_preferences([row], source, settings, reward_config=reward_config)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - started
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    seconds, peak, collection = measure(
+        actors.actors[0].device, lambda: collect_preferences([row], source, settings, reward_config=reward_config)
+    )
     return {
         "batch_size": batch_size,
         "seconds": seconds,
