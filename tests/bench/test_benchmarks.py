@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench import generation, preference_collection
+from bench import actor_offload, generation, preference_collection
 
 
 def test_generation_benchmark_times_every_method(tmp_path, capsys):
@@ -31,3 +31,12 @@ def test_preference_collection_benchmark_reports_each_batch_size(tmp_path, capsy
     assert [(r["batch_size"], r["generation_calls"], r["joint_candidates"]) for r in results] == [(2, 2, 2), (1, 4, 2)]
     assert all(r["seconds"] > 0 and r["pairs"] >= 0 for r in results)
     assert "| 1 vs 2 |" in capsys.readouterr().out
+
+
+def test_actor_offload_benchmark_times_both_methods(tmp_path, capsys):
+    out = tmp_path / "offload.json"
+    assert actor_offload.main(["--device", "cpu", "--trips", "1", "--json", str(out), "model=tiny_random"]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["bytes_per_move"] > 0 and len(summary["pageable"]) == 1 and len(summary["pinned"]) == 2
+    table = capsys.readouterr().out
+    assert "| pageable model.to (baseline) |" in table and "| pinned stash |" in table

@@ -3,7 +3,8 @@
 `build_actors` validates `hardware.agent_devices` before it calls the model factory, so a device that
 does not exist fails before any weights load. `ActorGroup.update_each` runs one update per actor:
 - hardware=1xb200 (`offload_inactive_actor`): both actors live on cuda:0 for generation; while one
-  updates, the other and its optimizer state wait on the CPU, and come back even if the update fails;
+  updates, the other and its optimizer state wait in reusable pinned host memory (`parking.py`), and
+  come back even if the update fails;
 - hardware=2gpu (`parallel_training=per_device`): one actor per device, updated in parallel threads;
 - hardware=cpu: one after the other, no moves.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Ty
 import torch
 
 from travel.agents.devices import agent_devices, move_actor
+from travel.agents.parking import HostStash, ParkedActor, park, unpark
 
 if TYPE_CHECKING:
     from travel.data.row import TravelRow
@@ -38,6 +40,7 @@ class Actor:
         device: torch.device,
         decoder: Any,
         generator: torch.Generator | None = None,
+        stash: HostStash | None = None,
     ):
         self.agent_id = agent_id
         self.model = model
@@ -46,6 +49,8 @@ class Actor:
         self.device = device
         self.decoder = decoder
         self.generator = generator
+        self.stash = stash  # where the actor waits when moved to the CPU; None: plain pageable moves
+        self._parked: ParkedActor | None = None
         self._requests: dict[int, tuple["TravelRow", Any]] = {}
 
     def request(self, row: "TravelRow") -> Any:
@@ -75,7 +80,17 @@ class Actor:
         )
         return [list(group) for group in groups]
 
-    def to(self, device: torch.device) -> None:
+    def to(self, device: torch.device | str) -> None:
+        """Move model and optimizer state; a GPU actor sent to the CPU is parked in the stash when it has one."""
+        device = torch.device(device)
+        if self._parked is not None:
+            parked, self._parked = self._parked, None
+            unpark(parked, self.stash)
+            if device == parked.device:
+                return
+        if device.type == "cpu" and self.stash is not None and self.device.type != "cpu":
+            self._parked = park(self.model, self.optimizer, self.stash)
+            return
         move_actor(self.model, self.optimizer, device)
 
     def save(self, directory: str | Path) -> Path:
@@ -141,6 +156,7 @@ def build_actors(
         raise ValueError(f"algorithm.learning_rate={learning_rate}: must be > 0")
     from travel.generation import StructuredDecoder
 
+    stash = HostStash() if any(device.type == "cuda" for device in devices) else None  # shared: one parks at a time
     actors = []
     for agent_id, device in enumerate(devices):
         loaded = model_factory(device=str(device), gradient_checkpointing=bool(hardware.get("gradient_checkpointing", False)))
@@ -154,7 +170,7 @@ def build_actors(
             top_p=float(generation["top_p"]),
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + agent_id)
-        actors.append(Actor(agent_id, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator))
+        actors.append(Actor(agent_id, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator, stash))
     return ActorGroup(
         actors,
         parallel=str(hardware.get("parallel_training", "none")) == "per_device",
