@@ -13,6 +13,7 @@ from travel.algorithms.losses import (
     NON_FINITE_LOSS,
     advantage_weighted_loss,
     sequence_value_logprob,
+    shared_prompt_value_logprobs,
     value_token_logprobs,
 )
 from travel.generation import StructuredDecoder
@@ -62,6 +63,45 @@ def test_sequences_without_value_tokens_get_zero_and_count_zero(tiny):
     )
     logprobs = logprobs.detach()
     assert counts.tolist() == [0, 1] and float(logprobs[0]) == 0.0 and float(logprobs[1]) < 0
+
+
+# one prompt, completions of different lengths: one token only, no value token, the longest last
+GROUP_PROMPT = [5, 9, 11, 40, 41, 42, 43]
+GROUP_COMPLETIONS = [[21, 22, 23, 24, 25], [30], [31, 32, 33], [50, 51, 52, 53, 54, 55, 56]]
+GROUP_MASKS = [[1, 0, 1, 1, 1], [1], [0, 0, 0], [0, 1, 1, 0, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_packed_group_gives_the_same_logprobs_and_gradients_as_separate_sequences(attention):
+    model = build_tiny_random(seed=3, attn_implementation=attention).model
+    advantages = torch.tensor([1.0, -0.5, 2.0, -1.5])
+
+    def grads_of(logprobs, counts):
+        model.zero_grad()
+        advantage_weighted_loss(logprobs, advantages, counts).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    separate, separate_counts = value_token_logprobs(
+        model, [GROUP_PROMPT] * 4, GROUP_COMPLETIONS, GROUP_MASKS, return_counts=True
+    )
+    packed, packed_counts = shared_prompt_value_logprobs(
+        model, GROUP_PROMPT, GROUP_COMPLETIONS, GROUP_MASKS, return_counts=True
+    )
+    assert packed_counts.tolist() == separate_counts.tolist() == [4, 1, 0, 5]
+    assert float(packed[2].detach()) == 0.0
+    assert torch.allclose(packed, separate, atol=1e-5)
+    expected = [manual_logprob(model, GROUP_PROMPT, c, m) for c, m in zip(GROUP_COMPLETIONS, GROUP_MASKS)]
+    assert torch.allclose(packed.detach(), torch.tensor(expected), atol=1e-5)
+    summed = shared_prompt_value_logprobs(model, GROUP_PROMPT, GROUP_COMPLETIONS, GROUP_MASKS, normalize=False)
+    assert torch.allclose(summed, separate * torch.tensor([4.0, 1.0, 1.0, 5.0]), atol=1e-4)
+    for got, want in zip(grads_of(packed, packed_counts), grads_of(separate, separate_counts)):
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_a_packed_completion_does_not_see_the_other_completions(tiny):
+    alone = shared_prompt_value_logprobs(tiny.model, GROUP_PROMPT, GROUP_COMPLETIONS[3:], GROUP_MASKS[3:])
+    behind_others = shared_prompt_value_logprobs(tiny.model, GROUP_PROMPT, GROUP_COMPLETIONS, GROUP_MASKS)
+    assert torch.allclose(alone[0], behind_others[3], atol=1e-5)
 
 
 def test_mask_length_mismatch_names_the_lengths(tiny):

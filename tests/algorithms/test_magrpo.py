@@ -47,16 +47,19 @@ def test_unknown_advantage_mode_is_named():
 
 class PositionalLM(torch.nn.Module):
     """A causal-LM stand-in whose logits at position t are a learnable row table[t], so the gradient of
-    row t says exactly whether the token predicted at t entered the loss."""
+    row t says exactly whether the token predicted at t entered the loss. Like a real LM it reads the
+    positions from `position_ids` when given (a packed sequence restarts them per completion)."""
 
     def __init__(self, length: int = 24, vocab: int = 12, seed: int = 0):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         self.table = torch.nn.Parameter(torch.randn(length, vocab, generator=generator))
 
-    def forward(self, input_ids, attention_mask=None, use_cache=None, **kwargs):
+    def forward(self, input_ids, attention_mask=None, use_cache=None, position_ids=None, **kwargs):
         batch, width = input_ids.shape
-        return SimpleNamespace(logits=self.table[:width].unsqueeze(0).expand(batch, width, -1))
+        if position_ids is None:
+            position_ids = torch.arange(width).expand(batch, width)
+        return SimpleNamespace(logits=self.table[position_ids])
 
 
 class RecordingSGD(torch.optim.SGD):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from bench import actor_offload, generation, preference_collection
+import pytest
+
+from bench import actor_offload, generation, preference_collection, update
 
 
 def test_generation_benchmark_times_every_method(tmp_path, capsys):
@@ -40,3 +42,16 @@ def test_actor_offload_benchmark_times_both_methods(tmp_path, capsys):
     assert summary["bytes_per_move"] > 0 and len(summary["pageable"]) == 1 and len(summary["pinned"]) == 2
     table = capsys.readouterr().out
     assert "| pageable model.to (baseline) |" in table and "| pinned stash |" in table
+
+
+def test_update_benchmark_times_both_layouts_on_the_same_weights(tmp_path, capsys):
+    out = tmp_path / "update.json"
+    code = update.main(
+        ["--device", "cpu", "--prompts", "1", "--repeats", "1", "--json", str(out), "model=tiny_random",
+         "hardware=cpu", "data=synthetic", "generation.max_value_tokens=2", "generation.max_new_tokens=300"]
+    )
+    assert code == 0
+    results = json.loads(out.read_text())["results"]
+    assert [r["packed"] for r in results] == [False, True] and results[0]["loss"] != 0
+    assert results[0]["loss"] == pytest.approx(results[1]["loss"], rel=1e-4, abs=1e-6)
+    assert "| prompt packed once |" in capsys.readouterr().out

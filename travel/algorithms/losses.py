@@ -7,7 +7,8 @@ loss). A token's log-prob is the full-vocabulary log-softmax at temperature 1 wi
 the sequence log-prob is their sum, divided by the number of value tokens when `normalize`.
 
 The LM head runs only on the selected positions, so a long prompt never materialises a
-(length x vocabulary) logits tensor.
+(length x vocabulary) logits tensor. `shared_prompt_value_logprobs` gives the same values for several
+completions of one prompt from a single packed sequence that carries the prompt once.
 """
 
 from __future__ import annotations
@@ -50,16 +51,50 @@ def _backbone_and_head(model: Any) -> tuple[Any, Any] | None:
 
 
 def _selected_logits(
-    model: Any, input_ids: torch.Tensor, attention: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
+    model: Any,
+    input_ids: torch.Tensor,
+    attention: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(N, vocab) float32 logits at the (row, col) positions."""
+    inputs = {"input_ids": input_ids, "attention_mask": attention, "use_cache": False}
+    if position_ids is not None:
+        inputs["position_ids"] = position_ids
     split = _backbone_and_head(model)
     if split is None:
-        logits = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
+        logits = model(**inputs).logits
         return logits[rows, cols].float()
     backbone, head = split
-    hidden = backbone(input_ids=input_ids, attention_mask=attention, use_cache=False).last_hidden_state
+    hidden = backbone(**inputs).last_hidden_state
     return head(hidden[rows, cols]).float()
+
+
+def _checked(model: Any, prompt_ids, completion_ids, value_mask):
+    """(device, prompts, completions, masks, counts) as tensors on the model's device, with clear errors."""
+    if not (len(prompt_ids) == len(completion_ids) == len(value_mask)):
+        raise ValueError(
+            f"got {len(prompt_ids)} prompts, {len(completion_ids)} completions and {len(value_mask)} value masks"
+        )
+    device = _device(model)
+    prompts = [_as_ids(p, device) for p in prompt_ids]
+    completions = [_as_ids(c, device) for c in completion_ids]
+    masks = [_as_mask(m, device) for m in value_mask]
+    for index, (prompt, completion, mask) in enumerate(zip(prompts, completions, masks)):
+        if len(completion) != len(mask):
+            raise ValueError(
+                f"sequence {index}: the value mask has {len(mask)} entries but the completion has {len(completion)} tokens"
+            )
+        if len(prompt) == 0:
+            raise ValueError(f"sequence {index}: the prompt is empty; the first completion token needs a prediction")
+    counts = torch.stack([mask.sum() for mask in masks]) if masks else torch.zeros(0, dtype=torch.long, device=device)
+    return device, prompts, completions, masks, counts
+
+
+def _finish(sums, counts, normalize: bool, return_counts: bool):
+    result = sums / counts.clamp(min=1).to(sums.dtype) if normalize else sums
+    return (result, counts) if return_counts else result
 
 
 def value_token_logprobs(
@@ -76,23 +111,8 @@ def value_token_logprobs(
 
     A sequence with no value token gets 0 (and count 0). With `return_counts`, also the (B,) counts.
     """
-    if not (len(prompt_ids) == len(completion_ids) == len(value_mask)):
-        raise ValueError(
-            f"got {len(prompt_ids)} prompts, {len(completion_ids)} completions and {len(value_mask)} value masks"
-        )
-    device = _device(model)
-    prompts = [_as_ids(p, device) for p in prompt_ids]
-    completions = [_as_ids(c, device) for c in completion_ids]
-    masks = [_as_mask(m, device) for m in value_mask]
-    for index, (prompt, completion, mask) in enumerate(zip(prompts, completions, masks)):
-        if len(completion) != len(mask):
-            raise ValueError(
-                f"sequence {index}: the value mask has {len(mask)} entries but the completion has {len(completion)} tokens"
-            )
-        if len(prompt) == 0:
-            raise ValueError(f"sequence {index}: the prompt is empty; the first completion token needs a prediction")
+    device, prompts, completions, masks, counts = _checked(model, prompt_ids, completion_ids, value_mask)
     batch = len(prompts)
-    counts = torch.stack([mask.sum() for mask in masks]) if batch else torch.zeros(0, dtype=torch.long, device=device)
     sums = torch.zeros(batch, dtype=torch.float32, device=device)
     scored = [i for i in range(batch) if int(counts[i]) > 0]
     if scored:
@@ -113,8 +133,77 @@ def value_token_logprobs(
         logits = _selected_logits(model, input_ids, attention, rows_t, cols_t)
         token_logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.cat(targets)[:, None]).squeeze(1)
         sums = sums.index_add(0, torch.cat(owners), token_logprobs)
-    result = sums / counts.clamp(min=1).to(sums.dtype) if normalize else sums
-    return (result, counts) if return_counts else result
+    return _finish(sums, counts, normalize, return_counts)
+
+
+PACKABLE_ATTENTION = ("sdpa", "eager")  # implementations that take a custom 4-D additive mask
+
+
+def shared_prompt_value_logprobs(
+    model: Any,
+    prompt_ids: IdSequence,
+    completion_ids: Sequence[IdSequence],
+    value_mask: Sequence[IdSequence],
+    *,
+    normalize: bool = True,
+    return_counts: bool = False,
+    packed: bool = True,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """`value_token_logprobs` for B completions of one prompt, from one packed sequence.
+
+    The sequence is the prompt followed by each scored completion's inputs c[:-1]. A mask lets each
+    completion attend to the prompt and to its own earlier tokens only, and its position ids continue from
+    the prompt's, so every prediction sees exactly what it would see alone; the prompt's last position
+    predicts every completion's first token. A K-candidate group with a long prompt costs one prompt
+    forward instead of K. With `packed=False`, and for models whose attention cannot take a custom mask,
+    the completions run as B separate padded sequences (`value_token_logprobs`).
+    """
+    if not packed or getattr(getattr(model, "config", None), "_attn_implementation", "sdpa") not in PACKABLE_ATTENTION:
+        return value_token_logprobs(
+            model, [prompt_ids] * len(completion_ids), completion_ids, value_mask,
+            normalize=normalize, return_counts=return_counts,
+        )
+    device, prompts, completions, masks, counts = _checked(model, [prompt_ids] * len(completion_ids), completion_ids, value_mask)
+    sums = torch.zeros(len(completions), dtype=torch.float32, device=device)
+    scored = [i for i in range(len(completions)) if int(counts[i]) > 0]
+    if scored:
+        prompt = prompts[0]
+        length = len(prompt)
+        pieces, positions, segments, cols, targets, owners = [prompt], [torch.arange(length, device=device)], [], [], [], []
+        segments.append(torch.full((length,), -1, device=device))
+        offset = length
+        for segment, i in enumerate(scored):
+            inputs = completions[i][:-1]
+            pieces.append(inputs)
+            positions.append(torch.arange(length, length + len(inputs), device=device))
+            segments.append(torch.full((len(inputs),), segment, device=device))
+            picked = torch.nonzero(masks[i], as_tuple=False).reshape(-1)
+            # token t is predicted after c[t-1], packed at offset + t - 1; token 0 after the prompt's last token
+            cols.append(torch.where(picked == 0, length - 1, offset + picked - 1))
+            targets.append(completions[i][picked])
+            owners.append(torch.full_like(picked, i))
+            offset += len(inputs)
+        input_ids = torch.cat(pieces)[None]
+        segment = torch.cat(segments)
+        index = torch.arange(offset, device=device)
+        allowed = (index[None, :] <= index[:, None]) & ((segment[None, :] == -1) | (segment[None, :] == segment[:, None]))
+        dtype = _dtype(model)
+        attention = torch.zeros((1, 1, offset, offset), dtype=dtype, device=device)
+        attention.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
+        cols_t = torch.cat(cols)
+        logits = _selected_logits(
+            model, input_ids, attention, torch.zeros_like(cols_t), cols_t, position_ids=torch.cat(positions)[None]
+        )
+        token_logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.cat(targets)[:, None]).squeeze(1)
+        sums = sums.index_add(0, torch.cat(owners), token_logprobs)
+    return _finish(sums, counts, normalize, return_counts)
+
+
+def _dtype(model: Any) -> torch.dtype:
+    try:
+        return next(model.parameters()).dtype
+    except (StopIteration, AttributeError):
+        return torch.float32
 
 
 def sequence_value_logprob(

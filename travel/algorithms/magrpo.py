@@ -81,20 +81,21 @@ class TrainResult:
         return [point.env_step for point in self.evaluations]
 
 
-def value_loss_step(actor: Any, samples: Sequence[BufferSample]) -> float:
+def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool = True) -> float:
     """One AdamW step of `actor` on a buffer: for each prompt, the mean over its candidates with at least one
     value token of -(length-normalised value log-prob) x advantage, averaged over the buffer's prompts.
 
     Candidates with a zero advantage contribute nothing, so they are not run through the model (the mean
-    still counts them); a prompt whose K rewards are all equal costs no forward pass. Gradients are
-    accumulated one prompt at a time. Returns the buffer's loss value.
+    still counts them); a prompt whose K rewards are all equal costs no forward pass. A prompt's kept
+    candidates share one packed forward that carries the prompt once (`packed=False`: one padded sequence
+    per candidate, the same values at K times the prompt's compute). Gradients are accumulated one prompt
+    at a time. Returns the buffer's loss value.
     """
     import torch
 
-    from travel.algorithms.losses import advantage_weighted_loss, value_token_logprobs
+    from travel.algorithms.losses import advantage_weighted_loss, shared_prompt_value_logprobs
 
     model, optimizer = actor.model, actor.optimizer
-    pad_token_id = getattr(actor.tokenizer, "pad_token_id", None) or 0
     optimizer.zero_grad(set_to_none=True)
     was_training = model.training
     model.train()
@@ -106,13 +107,13 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample]) -> float:
             keep = [k for k, count in enumerate(counts) if count > 0 and sample.advantages[k] != 0.0]
             if not keep:
                 continue
-            logprobs, token_counts = value_token_logprobs(
+            logprobs, token_counts = shared_prompt_value_logprobs(
                 model,
-                [sample.prompt_ids] * len(keep),
+                sample.prompt_ids,
                 [sample.candidates[k].token_ids for k in keep],
                 [sample.candidates[k].value_mask for k in keep],
                 return_counts=True,
-                pad_token_id=int(pad_token_id),
+                packed=packed,
             )
             advantages = [sample.advantages[k] for k in keep]
             # advantage_weighted_loss averages over the kept candidates; rescale to the mean over all scored ones

@@ -1,0 +1,97 @@
+"""One MAGRPO update of one actor on real prompts: each prompt's K candidates packed behind one copy of the
+prompt (the default) against one padded sequence per candidate (the reference's layout, the baseline).
+
+The candidates are sampled by the actor itself for real train rows, so prompt and completion lengths are
+the ones training sees. Both methods run the same `value_loss_step` (with its AdamW step) in the same
+process, with the learning rate set to 0 so that every update sees the same weights: the loss values
+are printed to show the two layouts agree.
+
+    python bench/update.py                                      # random_qwen3_4b, 2 prompts x K=4, agent 1
+    python bench/update.py --prompts 10 --agent 0               # a whole default rollout buffer
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch
+from hydra.utils import instantiate
+
+from bench.measure import above_weights, gib, measure
+from bench.preference_collection import compose_config
+from travel.agents.actors import build_actors
+from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
+from travel.run import Run
+
+METHODS = (("one sequence per candidate (baseline)", False), ("prompt packed once", True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=2, help="train rows in the buffer")
+    parser.add_argument("--agent", type=int, default=1, choices=(0, 1))
+    parser.add_argument("--repeats", type=int, default=2, help="updates per method (the first one warms up)")
+    parser.add_argument("--device", default=None, help="put both actors here (default: hardware.agent_devices)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for launch.py")
+    args = parser.parse_args(argv)
+
+    overrides = list(args.overrides)
+    if args.device:
+        overrides.append(f"hardware.agent_devices=[{args.device},{args.device}]")
+    cfg = compose_config(overrides)
+    run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_update"))
+    rows = list(run.data.split.train)[: args.prompts]
+    num_generations = int(cfg.algorithm.get("num_generations", 4))
+    actors = build_actors(
+        instantiate(cfg.model, _partial_=True),
+        cfg.hardware,
+        cfg.generation,
+        learning_rate=float(cfg.algorithm.learning_rate),
+        seed=int(cfg.seed),
+    )
+    actor = actors[args.agent]
+    for group in actor.optimizer.param_groups:
+        group["lr"] = 0.0  # AdamW still runs its step, but the weights (and so the losses) stay comparable
+    weights = torch.cuda.memory_allocated(actor.device) if actor.device.type == "cuda" else None
+    samples = []
+    for row, group in zip(rows, actor.sample_rows(rows, num_generations)):
+        rewards = [float(k) for k in range(len(group))]  # distinct rewards: every candidate enters the loss
+        samples.append(BufferSample(actor.prompt_ids(row), tuple(group), tuple(group_advantages(rewards)), 0.0, 0))
+    prompt_tokens = [len(sample.prompt_ids) for sample in samples]
+    completion_tokens = [len(c.token_ids) for sample in samples for c in sample.candidates]
+    print(
+        f"model {cfg.model.name} on {actor.device}, agent {args.agent}; {len(samples)} prompts x {num_generations} "
+        f"candidates; prompt tokens {prompt_tokens}; completion tokens {min(completion_tokens)}-{max(completion_tokens)}",
+        flush=True,
+    )
+    results = []
+    for name, packed in METHODS:
+        for repeat in range(args.repeats):
+            seconds, peak, loss = measure(actor.device, lambda: value_loss_step(actor, samples, packed=packed))
+            results.append({"method": name, "packed": packed, "repeat": repeat, "seconds": seconds, "peak_bytes": peak, "loss": loss})
+            print(json.dumps(results[-1]), flush=True)
+    actors.close()
+
+    last = {name: [r for r in results if r["method"] == name][-1] for name, _ in METHODS}
+    baseline = last[METHODS[0][0]]
+    print("\n| method | seconds | peak GiB | peak - weights GiB | loss | vs baseline |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, result in last.items():
+        print(
+            f"| {name} | {result['seconds']:.2f} | {gib(result['peak_bytes'])} | {above_weights(result['peak_bytes'], weights)} | "
+            f"{result['loss']:.5f} | {baseline['seconds'] / result['seconds']:.2f}x |"
+        )
+    if args.json:
+        summary = {"model": str(cfg.model.name), "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "results": results}
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
