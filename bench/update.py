@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     overrides = list(args.overrides)
     if args.device:
         overrides.append(f"hardware.agent_devices=[{args.device},{args.device}]")
-    cfg = compose_config(overrides)
+    cfg = compose_config(["algorithm=magrpo", *overrides])
     run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_update"))
     rows = list(run.data.split.train)[: args.prompts]
-    num_generations = int(cfg.algorithm.get("num_generations", 4))
+    num_generations = int(cfg.algorithm.num_generations)
     actors = build_actors(
         instantiate(cfg.model, _partial_=True),
         cfg.hardware,
