@@ -12,9 +12,10 @@ from travel.algorithms.dpo import (
     DropoutError,
     accumulate_role_gradients,
     check_zero_dropout,
-    default_sequence_logprob,
     joint_dpo_loss,
     joint_dpo_update,
+    one_by_one,
+    packed_logprobs,
     pair_coefficients,
     role_logprobs,
 )
@@ -42,6 +43,9 @@ def reference_logprob(model, prompt_ids, ids, mask, device):
     chosen = torch.log_softmax(predictions, dim=-1).gather(1, torch.tensor(list(ids), device=device)[:, None]).squeeze(1)
     selected = torch.tensor(list(mask), dtype=torch.bool, device=device)
     return chosen[selected].sum() / selected.sum()
+
+
+written_out = one_by_one(reference_logprob)  # each continuation as its own sequence
 
 
 def sequence(generator, length, vocab=300):
@@ -117,11 +121,11 @@ def test_loss_and_coefficients_follow_their_formulas():
     assert joint.grad.tolist() == pytest.approx(pair_coefficients([3.0, -2.5], 0.1))
 
 
-@pytest.mark.parametrize("logprob", [reference_logprob, default_sequence_logprob], ids=["written-out", "losses"])
+@pytest.mark.parametrize("logprob", [written_out, packed_logprobs], ids=["written-out", "packed"])
 def test_streamed_gradient_equals_the_full_loss_gradient(logprob):
     batch = preference_batch()
     models = [build_tiny_random(seed=11).model, build_tiny_random(seed=12).model]
-    full_loss(models, batch, logprob).backward()
+    full_loss(models, batch).backward()  # every sequence on its own, as written out
     expected = [[p.grad.clone() for p in m.parameters()] for m in models]
     for m in models:
         m.zero_grad(set_to_none=True)
@@ -149,7 +153,7 @@ def test_one_update_equals_an_optimizer_step_on_the_full_loss():
     for optimizer in optimizers:
         optimizer.step()
 
-    step = joint_dpo_update(streamed, batch, BETA, reference_logprob)
+    step = joint_dpo_update(streamed, batch, BETA, written_out)
     assert step.loss == pytest.approx(loss_before, rel=1e-5) and step.pairs == 4
     assert streamed.calls == 2  # one detached pass and one update pass, each through update_each
     for a, model in zip(streamed.actors, reference):
@@ -162,9 +166,9 @@ def test_one_update_equals_an_optimizer_step_on_the_full_loss():
 def test_the_update_raises_the_joint_preference_margin():
     batch = preference_batch(num_pairs=2, seed=5)
     group = Group([actor(0, 31, lr=5e-3), actor(1, 32, lr=5e-3)])
-    first = joint_dpo_update(group, batch, BETA, reference_logprob)
+    first = joint_dpo_update(group, batch, BETA, written_out)
     for _ in range(3):
-        last = joint_dpo_update(group, batch, BETA, reference_logprob)
+        last = joint_dpo_update(group, batch, BETA, written_out)
     assert last.mean_joint_delta > first.mean_joint_delta and last.loss < first.loss
 
 
@@ -185,7 +189,7 @@ def test_active_dropout_is_refused_before_any_update():
     group = Group([actor(0, 41), SimpleNamespace(agent_id=1, model=model, optimizer=None)])
     before = [p.clone() for p in group.actors[0].model.parameters()]
     with pytest.raises(DropoutError):
-        joint_dpo_update(group, preference_batch(), BETA, reference_logprob)
+        joint_dpo_update(group, preference_batch(), BETA, written_out)
     assert group.calls == 0
     assert all(torch.equal(a, b) for a, b in zip(before, group.actors[0].model.parameters()))
 
@@ -195,7 +199,7 @@ def test_the_default_likelihood_is_the_masked_mean_including_the_final_token():
     model = build_tiny_random(seed=51).model
     for role in range(2):
         torch.testing.assert_close(
-            torch.tensor(role_logprobs(model, batch, role)), torch.tensor(role_logprobs(model, batch, role, reference_logprob)), rtol=1e-5, atol=1e-6
+            torch.tensor(role_logprobs(model, batch, role)), torch.tensor(role_logprobs(model, batch, role, written_out)), rtol=1e-5, atol=1e-6
         )
     # only the final token scored: the log-prob is that token's full-vocabulary log-softmax at the last prediction
     prompt, ids = [7, 8, 9], [20, 21, 22, 23]
@@ -228,4 +232,4 @@ def test_a_sequence_without_value_tokens_contributes_nothing():
 
 def test_an_empty_batch_is_refused():
     with pytest.raises(ValueError, match="at least one pair"):
-        joint_dpo_update(Group([]), PreferenceBatch(DECENTRALIZED), BETA, reference_logprob)
+        joint_dpo_update(Group([]), PreferenceBatch(DECENTRALIZED), BETA, written_out)

@@ -6,13 +6,15 @@ tokens carry no loss, the final token is included; travel.algorithms.losses). Th
 
     mean over pairs of -log sigmoid(beta * sum_r delta_r)        (beta = algorithm.dpo_beta, 0.1)
 
-with no reference policy. The update never holds more than one sequence's graph: the deltas are first
+with no reference policy. The update never holds more than one winner/loser graph: the deltas are first
 computed without gradients, giving each pair the coefficient
 
     c = -beta * sigmoid(-beta * sum_r delta_r) / |batch|
 
 (the loss's derivative with respect to that pair's delta, for every role); then each role backpropagates
-c * logp(w) and -c * logp(l) one sequence at a time and steps its own optimizer. The accumulated gradient is
+c * (logp(w) - logp(l)) one pair at a time and steps its own optimizer. A pair's winner and loser share
+their role's prompt, so by default they run as one packed sequence that carries the prompt once
+(`travel.algorithms.losses.shared_prompt_value_logprobs`). The accumulated gradient is
 exactly the full loss's gradient, provided the forward passes are deterministic: the models must have no
 active dropout, which `check_zero_dropout` enforces.
 """
@@ -35,6 +37,8 @@ DROPOUT_CONFIG_SUFFIXES = ("dropout", "pdrop", "dropout_prob", "dropout_rate")
 
 # (model, prompt ids, continuation ids, 0/1 value mask, device) -> 0-dim normalised log-prob with grad
 SequenceLogprob = Callable[[Any, Sequence[int], Sequence[int], Sequence[int], torch.device], torch.Tensor]
+# (model, prompt ids, continuations' ids, their 0/1 value masks) -> (n,) normalised log-probs with grad
+GroupLogprob = Callable[[Any, Sequence[int], Sequence[Sequence[int]], Sequence[Sequence[int]]], torch.Tensor]
 
 
 class DropoutError(ValueError):
@@ -96,10 +100,21 @@ def _softplus(x: float) -> float:
 # ---- per-role passes ------------------------------------------------------------------------------------
 
 
-def default_sequence_logprob(model: Any, prompt_ids: Sequence[int], ids: Sequence[int], mask: Sequence[int], device: torch.device) -> torch.Tensor:
-    from travel.algorithms.losses import sequence_value_logprob
+def packed_logprobs(model: Any, prompt_ids: Sequence[int], ids: Sequence[Sequence[int]], masks: Sequence[Sequence[int]]) -> torch.Tensor:
+    """The default: the continuations packed behind one copy of the prompt."""
+    from travel.algorithms.losses import shared_prompt_value_logprobs
 
-    return sequence_value_logprob(model, prompt_ids, ids, mask, device=device)
+    return shared_prompt_value_logprobs(model, prompt_ids, ids, masks)
+
+
+def one_by_one(logprob: SequenceLogprob) -> GroupLogprob:
+    """A per-sequence log-prob used as a group one: each continuation runs as its own sequence."""
+
+    def group(model: Any, prompt_ids: Sequence[int], ids: Sequence[Sequence[int]], masks: Sequence[Sequence[int]]) -> torch.Tensor:
+        device = model_device(model)
+        return torch.stack([torch.as_tensor(logprob(model, prompt_ids, i, m, device)) for i, m in zip(ids, masks)])
+
+    return group
 
 
 def model_device(model: Any) -> torch.device:
@@ -109,22 +124,20 @@ def model_device(model: Any) -> torch.device:
         return torch.device("cpu")
 
 
+def _pair_logprobs(model: Any, batch: "PreferenceBatch", pair: Any, role: int, logprob: GroupLogprob) -> torch.Tensor:
+    winner, loser = pair.winner.sequences[role], pair.loser.sequences[role]
+    return logprob(model, batch.prompt_ids(pair, role), [winner.ids, loser.ids], [winner.mask, loser.mask])
+
+
 def role_logprobs(
-    model: Any, batch: "PreferenceBatch", role: int, logprob: SequenceLogprob = default_sequence_logprob
+    model: Any, batch: "PreferenceBatch", role: int, logprob: GroupLogprob = packed_logprobs
 ) -> list[tuple[float, float]]:
     """(logp(winner), logp(loser)) of one role for every pair, without gradients."""
-    device = model_device(model)
     out = []
     with torch.no_grad():
         for pair in batch:
-            prompt = batch.prompt_ids(pair, role)
-            winner, loser = pair.winner.sequences[role], pair.loser.sequences[role]
-            out.append(
-                (
-                    float(logprob(model, prompt, winner.ids, winner.mask, device)),
-                    float(logprob(model, prompt, loser.ids, loser.mask, device)),
-                )
-            )
+            winner, loser = _pair_logprobs(model, batch, pair, role, logprob).tolist()
+            out.append((float(winner), float(loser)))
     return out
 
 
@@ -133,18 +146,16 @@ def accumulate_role_gradients(
     batch: "PreferenceBatch",
     role: int,
     coefficients: Sequence[float],
-    logprob: SequenceLogprob = default_sequence_logprob,
+    logprob: GroupLogprob = packed_logprobs,
 ) -> None:
-    """Add this role's share of the joint DPO gradient to `model`'s .grad, one sequence graph at a time."""
+    """Add this role's share of the joint DPO gradient to `model`'s .grad, one winner/loser graph at a time."""
     if len(coefficients) != len(batch):
         raise ValueError(f"{len(coefficients)} coefficients for {len(batch)} pairs")
-    device = model_device(model)
     for pair, coefficient in zip(batch, coefficients):
-        prompt = batch.prompt_ids(pair, role)
-        for sequence, sign in ((pair.winner.sequences[role], 1.0), (pair.loser.sequences[role], -1.0)):
-            value = logprob(model, prompt, sequence.ids, sequence.mask, device)
-            if value.requires_grad:  # a sequence without value tokens has log-prob 0 and no graph
-                (sign * coefficient * value).backward()
+        winner, loser = _pair_logprobs(model, batch, pair, role, logprob)
+        delta = coefficient * (winner - loser)
+        if delta.requires_grad:  # sequences without value tokens have log-prob 0 and no graph
+            delta.backward()
 
 
 # ---- the update -----------------------------------------------------------------------------------------
@@ -163,7 +174,7 @@ def joint_dpo_update(
     actors: Any,
     batch: "PreferenceBatch",
     beta: float = DEFAULT_BETA,
-    logprob: SequenceLogprob = default_sequence_logprob,
+    logprob: GroupLogprob = packed_logprobs,
 ) -> DPOStep:
     """One optimizer step per role on the joint DPO loss of `batch` (streamed, see the module docstring).
 

@@ -206,18 +206,6 @@ def _dtype(model: Any) -> torch.dtype:
         return torch.float32
 
 
-def sequence_value_logprob(
-    model: Any,
-    prompt_ids: IdSequence,
-    completion_ids: IdSequence,
-    value_mask: IdSequence,
-    device: torch.device | str | None = None,
-    normalize: bool = True,
-) -> torch.Tensor:
-    """The 0-d value-token log-prob of one sequence (`device` is accepted for callers; the model's is used)."""
-    return value_token_logprobs(model, [prompt_ids], [completion_ids], [value_mask], normalize=normalize)[0]
-
-
 def advantage_weighted_loss(
     logprobs: torch.Tensor,
     advantages: torch.Tensor | Sequence[float],

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from travel.algorithms.dpo import (
     DEFAULT_BETA,
     DPOStep,
-    SequenceLogprob,
+    GroupLogprob,
     check_zero_dropout,
-    default_sequence_logprob,
     joint_dpo_update,
+    packed_logprobs,
 )
 from travel.algorithms.preference_loop import (
     EvalGate,
@@ -65,7 +65,7 @@ class MADPOTrainer:
         run_dir: Optional[str | Path] = None,
         comparator_spec: Optional["ComparatorSpec"] = None,
         score: Optional[Callable[..., Any]] = None,
-        logprob: SequenceLogprob = default_sequence_logprob,
+        logprob: GroupLogprob = packed_logprobs,
         comparator_loaders: Optional[tuple[Callable[..., Any], Callable[..., Any]]] = None,
         progress: bool = True,
         **unused: Any,
