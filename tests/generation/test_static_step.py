@@ -13,6 +13,7 @@ from travel.generation.static_step import (
     aligned_capacity,
     grouped_decode_attention,
 )
+from travel.generation.shared_prefix import SHARED_PREFIX_ATTENTION
 
 
 def _requests(tokenizer):
@@ -22,16 +23,19 @@ def _requests(tokenizer):
     ]
 
 
-def _decode(model, tokenizer, backend, **generate):
-    decoder = StructuredDecoder(model, tokenizer, max_new_tokens=170, max_value_tokens=5, step_backend=backend)
+def _decode(model, tokenizer, backend, share_prompt_cache=True, **generate):
+    decoder = StructuredDecoder(
+        model, tokenizer, max_new_tokens=170, max_value_tokens=5, step_backend=backend, share_prompt_cache=share_prompt_cache
+    )
     return decoder.generate(_requests(tokenizer), 3, return_logprobs=True, **generate)
 
 
+@pytest.mark.parametrize("share_prompt_cache", [True, False], ids=["prompt-once", "prompt-per-row"])
 @pytest.mark.parametrize("backend", ["static", "cuda_graph"])  # no CUDA here: cuda_graph runs the static steps
 @pytest.mark.parametrize("mode", [{"greedy": True}, {"seeds": [11, 40]}])
-def test_static_steps_equal_the_eager_loop(tiny, backend, mode):
+def test_static_steps_equal_the_eager_loop(tiny, backend, mode, share_prompt_cache):
     eager = _decode(tiny.model, tiny.tokenizer, "eager", **mode)
-    static = _decode(tiny.model, tiny.tokenizer, backend, **mode)
+    static = _decode(tiny.model, tiny.tokenizer, backend, share_prompt_cache, **mode)
     for agent, (group_eager, group_static) in enumerate(zip(eager, static)):
         for a, b in zip(group_eager, group_static):
             assert torch.equal(a.token_ids, b.token_ids) and torch.equal(a.value_mask, b.value_mask)
@@ -82,18 +86,26 @@ def test_grouped_attention_equals_repeated_key_value_heads():
     assert not torch.allclose(swapped, expected, atol=1e-3)
 
 
-def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypatch):
+@pytest.mark.parametrize(
+    ("candidates", "share", "attention"),
+    [(2, True, SHARED_PREFIX_ATTENTION), (2, False, GROUPED_DECODE_ATTENTION), (1, True, GROUPED_DECODE_ATTENTION)],
+)
+def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypatch, candidates, share, attention):
     import travel.generation.decoder as decoder_module
+    import travel.generation.shared_prefix as shared_prefix
 
     def failing(*args, **kwargs):
-        assert tiny.model.config._attn_implementation == GROUPED_DECODE_ATTENTION
+        assert tiny.model.config._attn_implementation == attention
         raise RuntimeError("sampling failed")
 
     monkeypatch.setattr(decoder_module, "sample_choice", failing)
-    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, max_new_tokens=150, step_backend="static")
+    decoder = StructuredDecoder(
+        tiny.model, tiny.tokenizer, max_new_tokens=150, step_backend="static", share_prompt_cache=share
+    )
     with pytest.raises(RuntimeError, match="sampling failed"):
-        decoder.generate([short_request(tiny.tokenizer, 1, 3)], 2, seeds=[1])
+        decoder.generate([short_request(tiny.tokenizer, 1, 3)], candidates, seeds=[1])
     assert tiny.model.config._attn_implementation == "sdpa"
+    assert shared_prefix._ACTIVE is None
 
 
 def test_unknown_step_backend_is_refused(tiny):

@@ -46,7 +46,8 @@ from travel.generation.sampling import (
     validate_sampling,
 )
 from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
-from travel.generation.static_step import StaticDecodeStep, aligned_capacity, grouped_attention, supports_static_steps
+from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
+from travel.generation.static_step import StaticDecodeStep, aligned_capacity, supports_static_steps
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
 VALUE, FORCED, DONE = 0, 1, 2
@@ -65,6 +66,7 @@ class StructuredDecoder:
         top_p: float = 0.8,
         fill_budget: bool = False,
         step_backend: str = "auto",
+        share_prompt_cache: bool = True,
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -72,7 +74,9 @@ class StructuredDecoder:
         `step_backend`: how each decode step runs the model. `eager` grows the cache view step by step;
         `static` runs fixed-shape steps over the whole cache (travel/generation/static_step.py);
         `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and
-        `eager` elsewhere. Models whose cache or attention the static step does not support run eager."""
+        `eager` elsewhere. Models whose cache or attention the static step does not support run eager.
+        `share_prompt_cache`: static steps with several candidates per prompt keep each prompt's keys once
+        (travel/generation/shared_prefix.py) instead of once per candidate."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -90,6 +94,7 @@ class StructuredDecoder:
         self.top_p = top_p
         self.fill_budget = fill_budget
         self.step_backend = step_backend
+        self.share_prompt_cache = share_prompt_cache
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
 
@@ -181,13 +186,13 @@ class StructuredDecoder:
         return backend
 
     def _prefill(
-        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device, preallocated: bool
+        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device, preallocated: bool, shared: bool = False
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run every prompt through the model once and expand to `repeats` rows per prompt.
 
         Returns (cache, last-position logits, attention mask, prompt lengths), rows grouped by prompt and
         left-padded to the longest prompt. A `preallocated` cache has room for the whole token budget,
-        rounded up to the static steps' mask alignment.
+        rounded up to the static steps' mask alignment; a `shared` one holds each prompt once, no room.
         """
         lengths = torch.tensor([len(ids) for ids in prompt_ids], dtype=torch.long)
         if int(lengths.min()) < 1:
@@ -209,7 +214,8 @@ class StructuredDecoder:
                     )
                 )
                 caches.append(cache)
-            cache = merge_prompt_caches(caches, repeats, aligned_capacity(width, self.max_new_tokens) - width)
+            extra = 0 if shared else aligned_capacity(width, self.max_new_tokens) - width
+            cache = merge_prompt_caches(caches, 1 if shared else repeats, extra)
             logits = torch.cat(last_logits, dim=0)
         else:
             input_ids = torch.full((len(prompt_ids), width), self.pad_token_id, dtype=torch.long)
@@ -239,16 +245,18 @@ class StructuredDecoder:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(self.model))
         static = self._static_backend(device, preallocated)
-        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated)
+        shared = static is not None and k > 1 and self.share_prompt_cache and shared_prefix_supported(self.model)
+        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated, shared)
+        graph = static == "cuda_graph"
         if static is None:
             forward_step = self._eager_step(cache, attention, prompt_lengths)
-            attention_context: Any = contextlib.nullcontext()
-        else:
-            forward_step = StaticDecodeStep(
-                self.model, cache, self._cache_name, attention, prompt_lengths, cuda_graph=static == "cuda_graph"
+        elif shared:
+            forward_step = SharedPrefixDecodeStep(
+                self.model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph
             )
-            attention_context = grouped_attention(self.model)
-        with attention_context:
+        else:
+            forward_step = StaticDecodeStep(self.model, cache, self._cache_name, attention, prompt_lengths, graph)
+        with forward_step.attention() if static is not None else contextlib.nullcontext():
             return self._decode_loop(
                 plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step
             )

@@ -146,24 +146,43 @@ class StaticDecodeStep:
     ):
         first = cache.layers[0]
         capacity = first._key_buffer.shape[-2]
-        rows, self.width = attention.shape
-        device = attention.device
-        self.model, self.cache, self.cache_name = model, cache, cache_name
-        self.write_index = torch.full((1,), self.width, dtype=torch.long, device=device)
+        rows, width = attention.shape
+        write_index = torch.full((1,), width, dtype=torch.long, device=attention.device)
         for index, layer in enumerate(cache.layers):
             for buffer in (layer._key_buffer, layer._value_buffer):
-                buffer[:, :, self.width :] = 0  # masked, but 0 * NaN garbage would still poison the output
-            cache.layers[index] = StaticPositionLayer(layer._key_buffer, layer._value_buffer, self.write_index)
-        dtype = first._key_buffer.dtype
-        self.bias = torch.full((rows, 1, 1, capacity), float("-inf"), dtype=dtype, device=device)
-        self.bias[:, 0, 0, : self.width].masked_fill_(attention.bool(), 0.0)
+                buffer[:, :, width:] = 0  # masked, but 0 * NaN garbage would still poison the output
+            cache.layers[index] = StaticPositionLayer(layer._key_buffer, layer._value_buffer, write_index)
+        bias = torch.full((rows, 1, 1, capacity), float("-inf"), dtype=first._key_buffer.dtype, device=attention.device)
+        bias[:, 0, 0, :width].masked_fill_(attention.bool(), 0.0)
+        self._start(model, cache, cache_name, bias, write_index, width, prompt_lengths, cuda_graph)
+
+    def _start(
+        self,
+        model: Any,
+        cache: Any,
+        cache_name: str,
+        bias: torch.Tensor,
+        write_index: torch.Tensor,
+        first_column: int,
+        prompt_lengths: torch.Tensor,
+        cuda_graph: bool,
+    ) -> None:
+        """The step's fixed inputs: `bias` (rows, 1, 1, capacity) is the cache's additive mask, step s writes
+        column `first_column + s` through `write_index`."""
+        device = bias.device
+        self.model, self.cache, self.cache_name = model, cache, cache_name
+        self.bias, self.write_index, self.first_column = bias, write_index, first_column
+        self.capacity = bias.shape[-1]
         self.prompt_lengths = prompt_lengths
-        self.input_ids = torch.zeros((rows, 1), dtype=torch.long, device=device)
+        self.input_ids = torch.zeros((bias.shape[0], 1), dtype=torch.long, device=device)
         self.positions = prompt_lengths[:, None].clone()
-        self.capacity = capacity
         self.use_graph = cuda_graph and device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
+
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        """The attention setting the steps run under (entered around the whole decode loop)."""
+        return grouped_attention(self.model)
 
     def _forward(self) -> torch.Tensor:
         return forward_last_logits(
@@ -171,7 +190,7 @@ class StaticDecodeStep:
         )
 
     def __call__(self, token: torch.Tensor, step: int) -> torch.Tensor:
-        column = self.width + step
+        column = self.first_column + step
         if column >= self.capacity:
             raise RuntimeError(f"decode step {step} is past the cache capacity {self.capacity}")
         self.input_ids.copy_(token[:, None])

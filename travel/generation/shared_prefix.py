@@ -1,0 +1,154 @@
+"""Static decode steps whose K candidates of a prompt share that prompt's keys and values.
+
+The static steps of `static_step.py` hold every prompt K times in the merged cache, and each step's
+attention reads all of it: for 20 candidates of a 7k-token prompt on a 4B model that is about 20 GB
+per step, most of the step's time. Here each layer keeps the prompts' keys and values once,
+(prompts, kv heads, width, head dim), and every candidate's generated ones in its own suffix buffer
+(rows, kv heads, capacity, head dim). A step scores a prompt's K x group query heads against its prefix
+in one matmul, each candidate against its own suffix, and normalises both parts with one softmax. That
+is the same attention, exactly (tested against the eager loop); the prefix is read once per prompt
+instead of K times, and the cache holds each prompt once.
+
+The prefix is not in the transformers cache: the model's forward only sees the suffix layers (one
+`StaticPositionLayer` each, masked like the static step's cache). `shared_prefix_attention` points the
+model's attention at `shared_prefix_decode_attention`, which finds its layer's prefix by `layer_idx`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from travel.generation.static_step import StaticDecodeStep, StaticPositionLayer, aligned_capacity
+
+SHARED_PREFIX_ATTENTION = "travel_shared_prefix_decode"
+
+
+@dataclass
+class PrefixState:
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (prompts, kv heads, width, head dim) keys, values
+    bias: torch.Tensor  # (prompts, 1, 1, width) float32: 0 over each prompt's tokens, -inf over its left padding
+
+
+_ACTIVE: PrefixState | None = None
+
+
+def shared_prefix_decode_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """One-token steps over a shared prefix plus each row's suffix (`key`, `value`, masked by
+    `attention_mask`); anything else goes to transformers' own SDPA function."""
+    state = _ACTIVE
+    if state is None or query.shape[2] != 1 or attention_mask is None or attention_mask.dim() != 4 or dropout:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    prefix_keys, prefix_values = state.layers[module.layer_idx]
+    rows, query_heads, _, head_dim = query.shape
+    prompts, kv_heads, width, _ = prefix_keys.shape
+    repeats, group, capacity = rows // prompts, query_heads // kv_heads, key.shape[-2]
+    scale = head_dim**-0.5 if scaling is None else scaling
+    # query head h uses key/value head h // group (transformers' repeat_kv order); rows are prompt-major
+    per_row = query.reshape(rows, kv_heads, group, head_dim)
+    per_prompt = per_row.reshape(prompts, repeats, kv_heads, group, head_dim).transpose(1, 2)
+    per_prompt = per_prompt.reshape(prompts, kv_heads, repeats * group, head_dim)
+    prefix_scores = torch.matmul(per_prompt, prefix_keys.transpose(-1, -2)).float() * scale + state.bias
+    suffix_scores = torch.matmul(per_row, key.transpose(-1, -2)).float() * scale + attention_mask.float()
+    suffix_scores = _to_prompts(suffix_scores, prompts, repeats)
+    weights = torch.softmax(torch.cat([prefix_scores, suffix_scores], dim=-1), dim=-1).to(value.dtype)
+    from_prefix = torch.matmul(weights[..., :width], prefix_values)  # (prompts, kv heads, K x group, head dim)
+    from_suffix = torch.matmul(_to_rows(weights[..., width:], prompts, repeats, capacity), value)
+    output = _to_rows(from_prefix, prompts, repeats, head_dim) + from_suffix  # (rows, kv heads, group, head dim)
+    return output.reshape(rows, query_heads, 1, head_dim).transpose(1, 2), None
+
+
+def _to_prompts(tensor: torch.Tensor, prompts: int, repeats: int) -> torch.Tensor:
+    """(rows, H, group, X) -> (prompts, H, K x group, X)."""
+    rows, heads, group, last = tensor.shape
+    return tensor.reshape(prompts, repeats, heads, group, last).transpose(1, 2).reshape(prompts, heads, repeats * group, last)
+
+
+def _to_rows(tensor: torch.Tensor, prompts: int, repeats: int, last: int) -> torch.Tensor:
+    """(prompts, H, K x group, X) -> (rows, H, group, X)."""
+    heads = tensor.shape[1]
+    group = tensor.shape[2] // repeats
+    return tensor.reshape(prompts, heads, repeats, group, last).transpose(1, 2).reshape(prompts * repeats, heads, group, last)
+
+
+def _register_attention() -> bool:
+    try:
+        from transformers import AttentionInterface
+    except ImportError:
+        return False
+    AttentionInterface.register(SHARED_PREFIX_ATTENTION, shared_prefix_decode_attention)
+    return True
+
+
+ATTENTION_REGISTERED = _register_attention()
+
+
+def shared_prefix_supported(model: Any) -> bool:
+    """The attention modules must say which layer they are, to find that layer's prefix."""
+    return ATTENTION_REGISTERED and all(
+        hasattr(module, "layer_idx") for name, module in model.named_modules() if name.endswith("self_attn")
+    )
+
+
+class SharedPrefixDecodeStep(StaticDecodeStep):
+    """`StaticDecodeStep` over a prompt-once cache: `cache` comes from `merge_prompt_caches(caches, 1, 0)`
+    (one row per prompt), `attention` is the (prompts, width) prompt mask, `prompt_lengths` the (rows,)
+    lengths of the `repeats` rows of each prompt, and `new_tokens` the most tokens a row generates."""
+
+    def __init__(
+        self,
+        model: Any,
+        cache: Any,
+        cache_name: str,
+        attention: torch.Tensor,
+        prompt_lengths: torch.Tensor,
+        repeats: int,
+        new_tokens: int,
+        cuda_graph: bool = False,
+    ):
+        prompts, width = attention.shape
+        capacity = aligned_capacity(0, new_tokens)
+        write_index = torch.zeros((1,), dtype=torch.long, device=attention.device)
+        prefix = []
+        for index, layer in enumerate(cache.layers):
+            keys, values = layer._key_buffer, layer._value_buffer
+            prefix.append((keys, values))
+            suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
+            cache.layers[index] = StaticPositionLayer(suffix[0], suffix[1], write_index)
+        prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
+        prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
+        self.prefix = PrefixState(prefix, prefix_bias)
+        bias = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=keys.dtype, device=attention.device)
+        # the suffix starts empty: step s writes column s
+        self._start(model, cache, cache_name, bias, write_index, 0, prompt_lengths, cuda_graph)
+
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        return shared_prefix_attention(self.model, self.prefix)
+
+
+@contextlib.contextmanager
+def shared_prefix_attention(model: Any, prefix: PrefixState) -> Iterator[None]:
+    """Inside the block the model's attention reads `prefix` through `shared_prefix_decode_attention`."""
+    global _ACTIVE
+    config = model.config
+    previous, previous_prefix = config._attn_implementation, _ACTIVE
+    config._attn_implementation, _ACTIVE = SHARED_PREFIX_ATTENTION, prefix
+    try:
+        yield
+    finally:
+        config._attn_implementation, _ACTIVE = previous, previous_prefix
