@@ -28,33 +28,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-
 from bench.measure import above_weights, gib, measure
-from travel.agents.actors import build_actors
+from bench.project import add_project_arguments, compose_config, project_actors
 from travel.algorithms.preferences import PreferenceSettings, RolePoliciesSource, collect_preferences, generation_chunks
 from travel.run import Run
-
-DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
-DEFAULT_OVERRIDES = ["algorithm=madpo", "model=random_qwen3_4b", "hardware=1xb200"]
-REAL_DATA_OVERRIDES = [
-    "data=local",
-    f"data.path={DEFAULT_DATA}",
-    "curriculum.train_per_cell=4",
-    "curriculum.eval_per_cell=1",
-]
-
-
-def compose_config(overrides: list[str]) -> Any:
-    """The project's config with the defaults above (the real train rows unless `data=` is given), then the
-    command line's overrides (later wins)."""
-    defaults = list(DEFAULT_OVERRIDES)
-    if not any(override.startswith("data=") for override in overrides):
-        defaults += REAL_DATA_OVERRIDES
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=[*defaults, *overrides])
-
 
 def measure_collection(row: Any, actors: Any, settings: PreferenceSettings, batch_size: int, reward_config: Any):
     source = RolePoliciesSource(list(actors.actors), batch_size)
@@ -98,15 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-sizes", default="20,1", help="comma-separated preference_generation_batch_size values")
     parser.add_argument("--row", type=int, default=0, help="index into the curriculum's train rows")
-    parser.add_argument("--device", default=None, help="put both actors here (default: hardware.agent_devices)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for launch.py")
+    add_project_arguments(parser)
     args = parser.parse_args(argv)
 
-    overrides = list(args.overrides)
-    if args.device:
-        overrides.append(f"hardware.agent_devices=[{args.device},{args.device}]")
-    cfg = compose_config(overrides)
+    cfg = compose_config(["algorithm=madpo", *args.overrides], args.device)
     run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_preference_collection"))
     train = run.data.split.train
     if not 0 <= args.row < len(train):
@@ -117,13 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(int(cfg.seed))
     started = time.perf_counter()
-    actors = build_actors(
-        instantiate(cfg.model, _partial_=True),
-        cfg.hardware,
-        cfg.generation,
-        learning_rate=float(cfg.algorithm.learning_rate),
-        seed=int(cfg.seed),
-    )
+    actors = project_actors(cfg)
     device = actors.actors[0].device
     weights_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
     prompt_tokens = [len(actor.prompt_ids(row)) for actor in actors.actors]

@@ -21,11 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import torch
-from hydra.utils import instantiate
-
 from bench.measure import above_weights, gib, measure
-from bench.preference_collection import compose_config
-from travel.agents.actors import build_actors
+from bench.project import add_project_arguments, compose_config, project_actors
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.run import Run
 
@@ -37,25 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=2, help="train rows in the buffer")
     parser.add_argument("--agent", type=int, default=1, choices=(0, 1))
     parser.add_argument("--repeats", type=int, default=2, help="updates per method (the first one warms up)")
-    parser.add_argument("--device", default=None, help="put both actors here (default: hardware.agent_devices)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for launch.py")
+    add_project_arguments(parser)
     args = parser.parse_args(argv)
 
-    overrides = list(args.overrides)
-    if args.device:
-        overrides.append(f"hardware.agent_devices=[{args.device},{args.device}]")
-    cfg = compose_config(["algorithm=magrpo", *overrides])
+    cfg = compose_config(["algorithm=magrpo", *args.overrides], args.device)
     run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_update"))
     rows = list(run.data.split.train)[: args.prompts]
     num_generations = int(cfg.algorithm.num_generations)
-    actors = build_actors(
-        instantiate(cfg.model, _partial_=True),
-        cfg.hardware,
-        cfg.generation,
-        learning_rate=float(cfg.algorithm.learning_rate),
-        seed=int(cfg.seed),
-    )
+    actors = project_actors(cfg)
     actor = actors[args.agent]
     for group in actor.optimizer.param_groups:
         group["lr"] = 0.0  # AdamW still runs its step, but the weights (and so the losses) stay comparable

@@ -23,7 +23,14 @@ from typing import Any
 
 import torch
 
-from travel.generation.static_step import StaticDecodeStep, StaticPositionLayer, aligned_capacity
+from travel.generation.static_step import (
+    StaticDecodeStep,
+    StaticPositionLayer,
+    aligned_capacity,
+    masked_decode_step,
+    register_attention,
+    transformers_sdpa,
+)
 
 SHARED_PREFIX_ATTENTION = "travel_shared_prefix_decode"
 
@@ -50,10 +57,8 @@ def shared_prefix_decode_attention(
     """One-token steps over a shared prefix plus each row's suffix (`key`, `value`, masked by
     `attention_mask`); anything else goes to transformers' own SDPA function."""
     state = _ACTIVE
-    if state is None or query.shape[2] != 1 or attention_mask is None or attention_mask.dim() != 4 or dropout:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    if state is None or not masked_decode_step(query, attention_mask, dropout):
+        return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     prefix_keys, prefix_values = state.layers[module.layer_idx]
     rows, query_heads, _, head_dim = query.shape
     prompts, kv_heads, width, _ = prefix_keys.shape
@@ -86,16 +91,7 @@ def _to_rows(tensor: torch.Tensor, prompts: int, repeats: int, last: int) -> tor
     return tensor.reshape(prompts, heads, repeats, group, last).transpose(1, 2).reshape(prompts * repeats, heads, group, last)
 
 
-def _register_attention() -> bool:
-    try:
-        from transformers import AttentionInterface
-    except ImportError:
-        return False
-    AttentionInterface.register(SHARED_PREFIX_ATTENTION, shared_prefix_decode_attention)
-    return True
-
-
-ATTENTION_REGISTERED = _register_attention()
+ATTENTION_REGISTERED = register_attention(SHARED_PREFIX_ATTENTION, shared_prefix_decode_attention)
 
 
 def shared_prefix_supported(model: Any) -> bool:

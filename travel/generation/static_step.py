@@ -41,6 +41,18 @@ STATIC_ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MASK_ALIGNMENT = 16  # memory-efficient attention wants the mask's last dim aligned; otherwise it pads a copy
 
 
+def masked_decode_step(query: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float) -> bool:
+    """A one-token step with a 4D additive mask and no dropout: what the decode attention functions serve."""
+    return query.shape[2] == 1 and attention_mask is not None and attention_mask.dim() == 4 and not dropout
+
+
+def transformers_sdpa(module: Any, query, key, value, attention_mask, scaling, dropout, **kwargs: Any):
+    """transformers' own SDPA attention function (prefill, training)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+
+
 def grouped_decode_attention(
     module: Any,
     query: torch.Tensor,
@@ -53,10 +65,8 @@ def grouped_decode_attention(
 ) -> tuple[torch.Tensor, None]:
     """transformers attention function: one-token steps with a 4D mask attend per key/value head; anything
     else (prefill, training) goes to transformers' own SDPA function."""
-    if query.shape[2] != 1 or attention_mask is None or attention_mask.dim() != 4 or dropout:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    if not masked_decode_step(query, attention_mask, dropout):
+        return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     batch, query_heads, _, head_dim = query.shape
     kv_heads = key.shape[1]
     # query head h uses key/value head h // group (transformers' repeat_kv order)
@@ -65,16 +75,18 @@ def grouped_decode_attention(
     return output.reshape(batch, query_heads, 1, head_dim).transpose(1, 2), None
 
 
-def _register_attention() -> bool:
+def register_attention(name: str, function: Any) -> bool:
+    """Make `function` selectable as `config._attn_implementation = name`; False on transformers without
+    an attention registry."""
     try:
         from transformers import AttentionInterface
     except ImportError:
         return False
-    AttentionInterface.register(GROUPED_DECODE_ATTENTION, grouped_decode_attention)
+    AttentionInterface.register(name, function)
     return True
 
 
-ATTENTION_REGISTERED = _register_attention()
+ATTENTION_REGISTERED = register_attention(GROUPED_DECODE_ATTENTION, grouped_decode_attention)
 
 
 def supports_static_steps(model: Any) -> bool:
