@@ -22,10 +22,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from bench.measure import synchronize
+from bench.project import compose_config
 from travel.agents.devices import move_actor
 from travel.agents.parking import HostStash, actor_slots, park, unpark
 
@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (the model comes from `model=`)")
     args = parser.parse_args(argv)
 
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["model=random_qwen3_4b", *args.overrides])
+    cfg = compose_config(args.overrides)
     device = torch.device(args.device)
     loaded = instantiate(cfg.model, _partial_=True)(device=str(device), gradient_checkpointing=False)
     model = loaded.model
