@@ -95,6 +95,19 @@ def test_unparked_tensors_do_not_alias_the_stash_so_the_next_park_cannot_overwri
     assert not any(t.data_ptr() in host_pointers for t in live if t is not None)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where pinned memory cannot be allocated")
+def test_without_pinned_memory_the_stash_warns_once_and_parks_in_pageable_memory():
+    model, optimizer = _trained_actor()
+    before = _snapshot(model, optimizer)
+    stash = HostStash(pin=True)  # no CUDA here: the pinned allocator is missing, as when page-locked RAM runs out
+    with pytest.warns(UserWarning, match="pinned host memory is unavailable after 0.0 GiB") as caught:
+        parked = park(model, optimizer, stash)
+    assert len(caught) == 1 and not stash.pin
+    assert not any(host.is_pinned() for _, host in parked.slots)
+    unpark(parked, stash)
+    _assert_same(before, _snapshot(model, optimizer))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned parking moves a GPU actor")
 def test_a_gpu_actor_parks_in_pinned_memory_frees_the_gpu_and_comes_back_unchanged():
     hardware = {"agent_devices": ["cuda:0", "cuda:0"], "parallel_training": "none", "offload_inactive_actor": True}

@@ -12,6 +12,7 @@ optimizer's state stays keyed by the same parameters and nothing outside sees a 
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,7 +24,11 @@ Setter = Callable[[torch.Tensor | None], None]
 
 
 class HostStash:
-    """Host tensors handed out by (shape, dtype) and returned for reuse; pinned when `pin` (default: CUDA exists)."""
+    """Host tensors handed out by (shape, dtype) and returned for reuse; pinned when `pin` (default: CUDA exists).
+
+    When pinned memory runs out (it is page-locked RAM, often limited), the stash warns once and hands out
+    pageable tensors from then on: slower moves, same results.
+    """
 
     def __init__(self, pin: bool | None = None):
         self.pin = torch.cuda.is_available() if pin is None else bool(pin)
@@ -34,8 +39,19 @@ class HostStash:
         free = self._free[(tuple(like.shape), like.dtype)]
         if free:
             return free.pop()
+        if self.pin:
+            try:
+                tensor = torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=True)
+            except RuntimeError as error:
+                warnings.warn(
+                    f"pinned host memory is unavailable after {self.allocated_bytes / 2**30:.1f} GiB ({error}); "
+                    "parked actors continue in pageable memory"
+                )
+                self.pin = False
+        if not self.pin:
+            tensor = torch.empty(like.shape, dtype=like.dtype, device="cpu")
         self.allocated_bytes += like.numel() * like.element_size()
-        return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=self.pin)
+        return tensor
 
     def give(self, tensor: torch.Tensor) -> None:
         self._free[(tuple(tensor.shape), tensor.dtype)].append(tensor)
@@ -111,9 +127,9 @@ def park(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, stash:
         if tensor is None:
             continue
         host = stash.take(tensor)
-        host.copy_(tensor, non_blocking=stash.pin)
+        host.copy_(tensor, non_blocking=host.is_pinned())
         parked.slots.append((slot, host))
-    if stash.pin and parked.slots:
+    if parked.device.type == "cuda":
         torch.cuda.synchronize(parked.device)  # the host copies must be complete before anyone reads them
     _set_all((slot, host) for slot, host in parked.slots)
     return parked
@@ -125,7 +141,7 @@ def unpark(parked: ParkedActor, stash: HostStash) -> None:
     A host tensor goes back to the stash as soon as its copy is queued: later copies into it run on the same
     stream, after this one.
     """
-    restored = [(slot, host.to(parked.device, non_blocking=stash.pin, copy=True)) for slot, host in parked.slots]
+    restored = [(slot, host.to(parked.device, non_blocking=host.is_pinned(), copy=True)) for slot, host in parked.slots]
     _set_all(restored)
     for _, host in parked.slots:
         stash.give(host)
