@@ -65,3 +65,13 @@ def test_without_a_prefix_the_function_is_plain_sdpa():
     got, _ = shared_prefix_decode_attention(module, query, key, value, None, scaling=0.5)
     expected, _ = sdpa_attention_forward(module, query, key, value, None, scaling=0.5)
     torch.testing.assert_close(got, expected)
+
+
+def test_only_models_whose_attention_modules_know_their_layer_share_the_prompt(tiny):
+    from travel.generation.shared_prefix import shared_prefix_supported
+
+    assert shared_prefix_supported(tiny.model)
+    assert not shared_prefix_supported(torch.nn.Sequential(torch.nn.Linear(2, 2)))  # no attention modules at all
+    anonymous = torch.nn.Module()
+    anonymous.self_attn = torch.nn.Linear(2, 2)  # an attention module without a layer index
+    assert not shared_prefix_supported(anonymous)

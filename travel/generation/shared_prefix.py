@@ -95,10 +95,10 @@ ATTENTION_REGISTERED = register_attention(SHARED_PREFIX_ATTENTION, shared_prefix
 
 
 def shared_prefix_supported(model: Any) -> bool:
-    """The attention modules must say which layer they are, to find that layer's prefix."""
-    return ATTENTION_REGISTERED and all(
-        hasattr(module, "layer_idx") for name, module in model.named_modules() if name.endswith("self_attn")
-    )
+    """The attention modules (`*.self_attn`, as transformers names them) must say which layer they are, to find
+    that layer's prefix."""
+    attention = [module for name, module in model.named_modules() if name.endswith("self_attn")]
+    return ATTENTION_REGISTERED and bool(attention) and all(hasattr(module, "layer_idx") for module in attention)
 
 
 class SharedPrefixDecodeStep(StaticDecodeStep):
