@@ -18,6 +18,9 @@ top-p, state update) for exactly N steps, like the baseline.
 The prompt is a role prompt of a real train row (or a synthetic row without the shared data), padded
 with more of its own reference context, or cut in the middle, to about --prompt-tokens tokens.
 Printed: seconds, ms per decode step, generated tokens per second, peak GPU memory, and the ratios.
+With `--profile`, one more run of the last step backend goes through torch.profiler: its GPU kernel
+time per step against its wall time per step says whether decoding waits on the GPU (busy near 100%)
+or on the Python loop that feeds it, and the top operators say where the time goes.
 
     python bench/generation.py                               # random_qwen3_4b on cuda, 6000 / 1024 / 20
     python bench/generation.py --model tiny_random --device cpu --prompt-tokens 200 --new-tokens 64 --candidates 4
@@ -40,7 +43,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch
 
-from bench.measure import above_weights, gib, measure
+from bench.measure import above_weights, gib, measure, synchronize
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
 from travel.generation.model_io import decode_attention
@@ -191,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated StructuredDecoder step backends to time (eager, static, cuda_graph); a static "
         "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. cuda_graph:repeated)",
     )
+    parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
     if args.threads:
@@ -268,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(format_table(results, weights_bytes))
+    profiled = None
+    if args.profile and args.step_backends.strip():
+        profiled = profile_decode(decoder, request, args.candidates, args.seed, device, args.new_tokens)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -278,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                     "new_tokens": args.new_tokens,
                     "candidates": args.candidates,
                     "weights_bytes": weights_bytes,
+                    "profile": profiled,
                     "results": [
                         {
                             "name": m.name,
@@ -294,6 +302,30 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     return 0 if strict_all else 1
+
+
+def profile_decode(decoder: StructuredDecoder, request: DecodeRequest, candidates: int, seed: int, device: torch.device, steps: int):
+    """Per decode step: wall ms, GPU kernel ms and the GPU's busy share, for one profiled run; prints the top
+    operators by their own time (GPU kernels on CUDA, CPU elsewhere)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    synchronize(device)
+    started = time.perf_counter()
+    with profile(activities=activities) as profiler:
+        decoder.generate([request], candidates, seeds=[seed])
+        synchronize(device)
+    wall_ms = (time.perf_counter() - started) * 1000 / steps
+    events = profiler.key_averages()
+    kernel_ms = sum(event.self_device_time_total for event in events) / 1000 / steps
+    sort_key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(events.table(sort_by=sort_key, row_limit=15))
+    summary = {"wall_ms_per_step": wall_ms, "kernel_ms_per_step": kernel_ms, "gpu_busy": kernel_ms / wall_ms}
+    print(
+        f"profiled run ({candidates} candidates): {wall_ms:.2f} ms per step, {kernel_ms:.2f} ms of GPU kernels "
+        f"per step ({summary['gpu_busy']:.0%} busy; the profiler itself adds host time)"
+    )
+    return summary
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ def test_generation_benchmark_times_every_method(tmp_path, capsys):
     out = tmp_path / "generation.json"
     code = generation.main(
         ["--model", "tiny_random", "--device", "cpu", "--prompt-tokens", "200", "--new-tokens", "64",
-         "--candidates", "2", "--step-backends", "eager,static,static:repeated", "--json", str(out)]
+         "--candidates", "2", "--step-backends", "eager,static,static:repeated", "--profile", "--json", str(out)]
     )
     assert code == 0  # every candidate parsed strictly
     names = [result["name"] for result in json.loads(out.read_text())["results"]]
@@ -23,6 +23,9 @@ def test_generation_benchmark_times_every_method(tmp_path, capsys):
     ]
     table = capsys.readouterr().out
     assert "| StructuredDecoder (static) / generate (stock) |" in table
+    profiled = json.loads(out.read_text())["profile"]
+    assert profiled["wall_ms_per_step"] > 0 and profiled["kernel_ms_per_step"] == 0  # no GPU kernels on the CPU
+    assert "profiled run (2 candidates)" in table
 
 
 def test_preference_collection_benchmark_reports_each_batch_size(tmp_path, capsys):
