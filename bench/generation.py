@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         "--step-backends",
         default="cuda_graph",
         help="comma-separated StructuredDecoder step backends to time (eager, static, cuda_graph); a static "
-        "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. cuda_graph:repeated)",
+        "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. "
+        "cuda_graph:repeated), with ':shared' once even for a single candidate",
     )
     parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             top_p=0.8,
             fill_budget=True,
             step_backend=backend,
-            share_prompt_cache=layout != "repeated",
+            share_prompt_cache={"": "auto", "repeated": "never", "shared": "always"}[layout],
         )
         seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
         candidates = groups[0]

@@ -13,13 +13,13 @@ def test_generation_benchmark_times_every_method(tmp_path, capsys):
     out = tmp_path / "generation.json"
     code = generation.main(
         ["--model", "tiny_random", "--device", "cpu", "--prompt-tokens", "200", "--new-tokens", "64",
-         "--candidates", "2", "--step-backends", "eager,static,static:repeated", "--profile", "--json", str(out)]
+         "--candidates", "2", "--step-backends", "eager,static,static:repeated,static:shared", "--profile", "--json", str(out)]
     )
     assert code == 0  # every candidate parsed strictly
     names = [result["name"] for result in json.loads(out.read_text())["results"]]
     assert names == [
         "generate (stock)", "generate, no cuDNN SDPA", "StructuredDecoder (eager)", "StructuredDecoder (static)",
-        "StructuredDecoder (static, prompt repeated)",
+        "StructuredDecoder (static, prompt repeated)", "StructuredDecoder (static, prompt shared)",
     ]
     table = capsys.readouterr().out
     assert "| StructuredDecoder (static) / generate (stock) |" in table

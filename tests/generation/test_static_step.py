@@ -23,19 +23,23 @@ def _requests(tokenizer):
     ]
 
 
-def _decode(model, tokenizer, backend, share_prompt_cache=True, **generate):
+def _decode(model, tokenizer, backend, share_prompt_cache="auto", candidates=3, **generate):
     decoder = StructuredDecoder(
         model, tokenizer, max_new_tokens=170, max_value_tokens=5, step_backend=backend, share_prompt_cache=share_prompt_cache
     )
-    return decoder.generate(_requests(tokenizer), 3, return_logprobs=True, **generate)
+    return decoder.generate(_requests(tokenizer), candidates, return_logprobs=True, **generate)
 
 
-@pytest.mark.parametrize("share_prompt_cache", [True, False], ids=["prompt-once", "prompt-per-row"])
+@pytest.mark.parametrize(
+    ("share_prompt_cache", "candidates"),
+    [("auto", 3), ("never", 3), ("always", 1)],
+    ids=["prompt-once", "prompt-per-row", "prompt-once-single-candidate"],
+)
 @pytest.mark.parametrize("backend", ["static", "cuda_graph"])  # no CUDA here: cuda_graph runs the static steps
 @pytest.mark.parametrize("mode", [{"greedy": True}, {"seeds": [11, 40]}])
-def test_static_steps_equal_the_eager_loop(tiny, backend, mode, share_prompt_cache):
-    eager = _decode(tiny.model, tiny.tokenizer, "eager", **mode)
-    static = _decode(tiny.model, tiny.tokenizer, backend, share_prompt_cache, **mode)
+def test_static_steps_equal_the_eager_loop(tiny, backend, mode, share_prompt_cache, candidates):
+    eager = _decode(tiny.model, tiny.tokenizer, "eager", candidates=candidates, **mode)
+    static = _decode(tiny.model, tiny.tokenizer, backend, share_prompt_cache, candidates, **mode)
     for agent, (group_eager, group_static) in enumerate(zip(eager, static)):
         for a, b in zip(group_eager, group_static):
             assert torch.equal(a.token_ids, b.token_ids) and torch.equal(a.value_mask, b.value_mask)
@@ -88,7 +92,12 @@ def test_grouped_attention_equals_repeated_key_value_heads():
 
 @pytest.mark.parametrize(
     ("candidates", "share", "attention"),
-    [(2, True, SHARED_PREFIX_ATTENTION), (2, False, GROUPED_DECODE_ATTENTION), (1, True, GROUPED_DECODE_ATTENTION)],
+    [
+        (2, "auto", SHARED_PREFIX_ATTENTION),
+        (2, "never", GROUPED_DECODE_ATTENTION),
+        (1, "auto", GROUPED_DECODE_ATTENTION),
+        (1, "always", SHARED_PREFIX_ATTENTION),
+    ],
 )
 def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypatch, candidates, share, attention):
     import travel.generation.decoder as decoder_module
@@ -106,6 +115,11 @@ def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypa
         decoder.generate([short_request(tiny.tokenizer, 1, 3)], candidates, seeds=[1])
     assert tiny.model.config._attn_implementation == "sdpa"
     assert shared_prefix._ACTIVE is None
+
+
+def test_unknown_prompt_cache_sharing_is_refused(tiny):
+    with pytest.raises(ValueError, match="share_prompt_cache=True: choose one of auto, always, never"):
+        StructuredDecoder(tiny.model, tiny.tokenizer, share_prompt_cache=True)
 
 
 def test_unknown_step_backend_is_refused(tiny):

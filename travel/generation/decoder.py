@@ -52,6 +52,7 @@ from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
 VALUE, FORCED, DONE = 0, 1, 2
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
+PROMPT_CACHE_SHARING = ("auto", "always", "never")
 DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
 
 
@@ -66,7 +67,7 @@ class StructuredDecoder:
         top_p: float = 0.8,
         fill_budget: bool = False,
         step_backend: str = "auto",
-        share_prompt_cache: bool = True,
+        share_prompt_cache: str = "auto",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -75,8 +76,9 @@ class StructuredDecoder:
         `static` runs fixed-shape steps over the whole cache (travel/generation/static_step.py);
         `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and
         `eager` elsewhere. Models whose cache or attention the static step does not support run eager.
-        `share_prompt_cache`: static steps with several candidates per prompt keep each prompt's keys once
-        (travel/generation/shared_prefix.py) instead of once per candidate."""
+        `share_prompt_cache`: whether static steps keep each prompt's keys once for all its candidates
+        (travel/generation/shared_prefix.py) instead of once per candidate: `auto` when a call has more
+        than one candidate per prompt, `always`, or `never`."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -84,6 +86,8 @@ class StructuredDecoder:
         validate_sampling(temperature, top_p)
         if step_backend not in STEP_BACKENDS:
             raise ValueError(f"step_backend={step_backend!r}: choose one of {', '.join(STEP_BACKENDS)}")
+        if share_prompt_cache not in PROMPT_CACHE_SHARING:
+            raise ValueError(f"share_prompt_cache={share_prompt_cache!r}: choose one of {', '.join(PROMPT_CACHE_SHARING)}")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
             raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
         self.model = model
@@ -245,7 +249,8 @@ class StructuredDecoder:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(self.model))
         static = self._static_backend(device, preallocated)
-        shared = static is not None and k > 1 and self.share_prompt_cache and shared_prefix_supported(self.model)
+        sharing = self.share_prompt_cache == "always" or (self.share_prompt_cache == "auto" and k > 1)
+        shared = static is not None and sharing and shared_prefix_supported(self.model)
         cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated, shared)
         graph = static == "cuda_graph"
         if static is None:
