@@ -23,7 +23,6 @@ the masked, length-normalised log-prob under the untempered, unmasked model dist
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ import torch
 
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
+    EagerDecodeStep,
     cache_argument,
     decode_attention,
     forward_last_logits,
@@ -45,8 +45,8 @@ from travel.generation.sampling import (
     seeded_uniforms,
     validate_sampling,
 )
-from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
+from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
 from travel.generation.static_step import StaticDecodeStep, aligned_capacity, supports_static_steps
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
@@ -254,36 +254,17 @@ class StructuredDecoder:
         cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated, shared)
         graph = static == "cuda_graph"
         if static is None:
-            forward_step = self._eager_step(cache, attention, prompt_lengths)
+            forward_step: Any = EagerDecodeStep(self.model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared:
             forward_step = SharedPrefixDecodeStep(
                 self.model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph
             )
         else:
             forward_step = StaticDecodeStep(self.model, cache, self._cache_name, attention, prompt_lengths, graph)
-        with forward_step.attention() if static is not None else contextlib.nullcontext():
+        with forward_step.attention():
             return self._decode_loop(
                 plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step
             )
-
-    def _eager_step(self, cache: Any, attention: torch.Tensor, prompt_lengths: torch.Tensor) -> Any:
-        """Decode steps that grow the cache's view and the attention mask by one position each."""
-        rows, prompt_width = attention.shape
-        full_attention = torch.cat(
-            [attention, torch.ones((rows, self.max_new_tokens), dtype=attention.dtype, device=attention.device)], dim=1
-        )
-
-        def step_forward(token: torch.Tensor, step: int) -> torch.Tensor:
-            return forward_last_logits(
-                self.model,
-                token[:, None],
-                full_attention[:, : prompt_width + step + 1],
-                (prompt_lengths + step)[:, None],
-                cache,
-                self._cache_name,
-            )
-
-        return step_forward
 
     def _decode_loop(
         self,

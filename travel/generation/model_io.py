@@ -54,6 +54,30 @@ def forward_last_logits(
     return output.logits[:, -1, :].float()
 
 
+class EagerDecodeStep:
+    """Callable `(token (rows,), step) -> (rows, vocab) float32 logits` that grows the cache's view and the
+    attention mask by one position each step (any cache, any attention implementation)."""
+
+    def __init__(self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor, new_tokens: int):
+        rows, self.prompt_width = attention.shape
+        extra = torch.ones((rows, new_tokens), dtype=attention.dtype, device=attention.device)
+        self.full_attention = torch.cat([attention, extra], dim=1)
+        self.model, self.cache, self.cache_name, self.prompt_lengths = model, cache, cache_name, prompt_lengths
+
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # the model's own attention
+
+    def __call__(self, token: torch.Tensor, step: int) -> torch.Tensor:
+        return forward_last_logits(
+            self.model,
+            token[:, None],
+            self.full_attention[:, : self.prompt_width + step + 1],
+            (self.prompt_lengths + step)[:, None],
+            self.cache,
+            self.cache_name,
+        )
+
+
 def model_device(model: Any) -> torch.device:
     try:
         return next(model.parameters()).device
