@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+from travel.generation.model_io import model_device
+
 Getter = Callable[[], torch.Tensor | None]
 Setter = Callable[[torch.Tensor | None], None]
 
@@ -121,7 +123,7 @@ def actor_slots(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None)
 
 def park(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, stash: HostStash) -> ParkedActor:
     """Copy every device tensor of the actor into the stash's host tensors and point the actor at them."""
-    parked = ParkedActor(device=_device_of(model))
+    parked = ParkedActor(device=model_device(model))
     for slot in actor_slots(model, optimizer):
         tensor = slot.get()
         if tensor is None:
@@ -131,7 +133,7 @@ def park(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, stash:
         parked.slots.append((slot, host))
     if parked.device.type == "cuda":
         torch.cuda.synchronize(parked.device)  # the host copies must be complete before anyone reads them
-    _set_all((slot, host) for slot, host in parked.slots)
+    _set_all(parked.slots)
     return parked
 
 
@@ -148,18 +150,11 @@ def unpark(parked: ParkedActor, stash: HostStash) -> None:
     parked.slots.clear()
 
 
-def _set_all(assignments) -> None:
+def _set_all(assignments: list[tuple[_Slot, torch.Tensor]]) -> None:
     """Set every slot, grads after all data (setting a parameter's data clears its grad)."""
-    assignments = list(assignments)
     for slot, tensor in assignments:
         if not slot.is_grad:
             slot.set(tensor)
     for slot, tensor in assignments:
         if slot.is_grad:
             slot.set(tensor)
-
-
-def _device_of(model: torch.nn.Module) -> torch.device:
-    for param in model.parameters():
-        return param.device
-    return torch.device("cpu")

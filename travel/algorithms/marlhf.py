@@ -237,8 +237,6 @@ class MARLHFIterTrainer(MARLHFTrainer):
     """Before every num_train_epochs-th online epoch: collect with the comparator, replay-sample, refit."""
 
     def __init__(self, **kwargs: Any):
-
-
         super().__init__(**kwargs)
         if not self.run.iterative:
             raise ValueError("algorithm.num_iterations is required for MARLHF-iter")
