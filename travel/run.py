@@ -175,6 +175,11 @@ class Run:
                 raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
         rows_per_call_option(OmegaConf.select(generation, "rows_per_call", default=None))
         eval_rows_per_call_option(OmegaConf.select(generation, "eval_rows_per_call", default=1))
+        from travel.generation.decoder import VALUE_MODES
+
+        values = OmegaConf.select(generation, "values", default="free")
+        if values not in VALUE_MODES:
+            raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
         if not float(generation.temperature) > 0:
             raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
         if not 0 < float(generation.top_p) <= 1:

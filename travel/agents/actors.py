@@ -59,7 +59,8 @@ class Actor:
         if cached is None or cached[0] is not row:
             from travel.generation import role_request
 
-            cached = self._requests[id(row)] = (row, role_request(self.tokenizer, row, self.agent_id))
+            values = getattr(self.decoder, "values", "free")
+            cached = self._requests[id(row)] = (row, role_request(self.tokenizer, row, self.agent_id, values=values))
         return cached[1]
 
     def prompt_ids(self, row: "TravelRow") -> Sequence[int]:
@@ -168,6 +169,7 @@ def build_actors(
             max_value_tokens=int(generation["max_value_tokens"]),
             temperature=float(generation["temperature"]),
             top_p=float(generation["top_p"]),
+            values=str(generation.get("values", "free")),
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + agent_id)
         actors.append(Actor(agent_id, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator, stash))

@@ -37,7 +37,7 @@ from travel.generation.model_io import (
     model_device,
     new_cache,
 )
-from travel.generation.requests import Candidate, DecodeRequest, as_request
+from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
 from travel.generation.sampling import (
     ensure_legal,
     greedy_choice,
@@ -48,11 +48,13 @@ from travel.generation.sampling import (
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
 from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
 from travel.generation.static_step import StaticDecodeStep, aligned_capacity, supports_static_steps
+from travel.generation.value_trie import TrieCache, checked_slot_values
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
 VALUE, FORCED, DONE = 0, 1, 2
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
 PROMPT_CACHE_SHARING = ("auto", "always", "never")
+VALUE_MODES = ("free", "catalog")
 DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
 
 
@@ -68,6 +70,7 @@ class StructuredDecoder:
         fill_budget: bool = False,
         step_backend: str = "auto",
         share_prompt_cache: str = "auto",
+        values: str = "free",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -78,7 +81,9 @@ class StructuredDecoder:
         `eager` elsewhere. Models whose cache or attention the static step does not support run eager.
         `share_prompt_cache`: whether static steps keep each prompt's keys once for all its candidates
         (travel/generation/shared_prefix.py) instead of once per candidate: `auto` when a call has more
-        than one candidate per prompt, `always`, or `never`."""
+        than one candidate per prompt, `always`, or `never`.
+        `values`: `free` text within the JSON string rules, or `catalog`: each value is one of the values its
+        slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -88,6 +93,8 @@ class StructuredDecoder:
             raise ValueError(f"step_backend={step_backend!r}: choose one of {', '.join(STEP_BACKENDS)}")
         if share_prompt_cache not in PROMPT_CACHE_SHARING:
             raise ValueError(f"share_prompt_cache={share_prompt_cache!r}: choose one of {', '.join(PROMPT_CACHE_SHARING)}")
+        if values not in VALUE_MODES:
+            raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
             raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
         self.model = model
@@ -99,6 +106,8 @@ class StructuredDecoder:
         self.fill_budget = fill_budget
         self.step_backend = step_backend
         self.share_prompt_cache = share_prompt_cache
+        self.values = values
+        self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
 
@@ -159,6 +168,7 @@ class StructuredDecoder:
             row_seeds = torch.tensor(
                 [int(seed) + j for seed in seeds for j in range(num_candidates)], dtype=torch.long, device=device
             )
+        slot_values = checked_slot_values(requests, plans) if self.values == "catalog" else None
         prompt_ids = [self._prompt_ids(request) for request in requests]
         was_training = getattr(self.model, "training", False)
         if hasattr(self.model, "eval"):
@@ -166,12 +176,13 @@ class StructuredDecoder:
         try:
             with torch.inference_mode(), decode_attention(device):
                 tokens, masks, lengths, logprobs = self._decode(
-                    plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device
+                    plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device, slot_values
                 )
         finally:
             if was_training:
                 self.model.train()
-        return self._candidates(plans, prompt_ids, num_candidates, tokens, masks, lengths, logprobs)
+        prefixes = [plan.prefix for plan in plans]
+        return decoded_candidates(self.tokenizer, prefixes, prompt_ids, num_candidates, tokens, masks, lengths, logprobs)
 
     def _prompt_ids(self, request: DecodeRequest) -> torch.Tensor:
         if request.prompt_ids is not None:
@@ -245,6 +256,7 @@ class StructuredDecoder:
         generator: torch.Generator | None,
         row_seeds: torch.Tensor | None,
         device: torch.device,
+        slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(self.model))
@@ -263,7 +275,7 @@ class StructuredDecoder:
             forward_step = StaticDecodeStep(self.model, cache, self._cache_name, attention, prompt_lengths, graph)
         with forward_step.attention():
             return self._decode_loop(
-                plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step
+                plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values
             )
 
     def _decode_loop(
@@ -277,16 +289,20 @@ class StructuredDecoder:
         row_seeds: torch.Tensor | None,
         device: torch.device,
         forward_step: Any,
+        slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         rows, vocab = logits.shape
-        tables = value_tables(self.tokenizer, vocab).on(device)
+        host_tables = value_tables(self.tokenizer, vocab)
+        tables = host_tables.on(device)
+        catalog = None if slot_values is None else self._tries.tables(slot_values, k, host_tables, device)
         bank = ForcedSequenceBank.of(plans, self.pad_token_id, device)
         seq_base = bank.sequence_base.repeat_interleave(k)
         tail_base = bank.tail_base.repeat_interleave(k)
         num_slots = bank.num_slots.repeat_interleave(k)
         reserve = 1 + bank.longest_close
         budget = self.max_new_tokens
-        value_cap = budget + 1 if self.fill_budget else self.max_value_tokens
+        # a catalog value is as long as its trie path: no token cap
+        value_cap = budget + 1 if self.fill_budget or catalog is not None else self.max_value_tokens
 
         def zeros(dtype: torch.dtype = torch.long) -> torch.Tensor:
             return torch.zeros(rows, dtype=dtype, device=device)
@@ -297,6 +313,7 @@ class StructuredDecoder:
         out_tokens = torch.full((rows, budget), self.pad_token_id, dtype=torch.long, device=device)
         out_mask = torch.zeros((rows, budget), dtype=torch.bool, device=device)
         pad = torch.full((rows,), self.pad_token_id, dtype=torch.long, device=device)
+        node = None if catalog is None else catalog.root(slot)
 
         for step in range(budget):
             # Close values that hit the token cap or can no longer afford another token.
@@ -312,6 +329,8 @@ class StructuredDecoder:
             legal = tables.admissible[escape * 2 + has_content.long()]
             if self.fill_budget:
                 legal = legal & ~tables.closes[escape]
+            if catalog is not None:
+                legal = torch.where(in_value[:, None], catalog.legal(node), legal)
             if greedy:
                 chosen = greedy_choice(logits, legal)
             else:
@@ -343,6 +362,9 @@ class StructuredDecoder:
             escape = torch.where(next_slot, torch.zeros_like(escape), escape)
             has_content = has_content & ~next_slot
             value_count = torch.where(next_slot, torch.zeros_like(value_count), value_count)
+            if catalog is not None:
+                node = torch.where(in_value & ~closes, catalog.advance(node, token), node)
+                node = torch.where(next_slot, catalog.root(slot), node)
 
             out_tokens[:, step] = token
             out_mask[:, step] = in_value
@@ -361,34 +383,3 @@ class StructuredDecoder:
             counts = out_mask.sum(dim=1)
             logprobs = torch.where(counts > 0, logprob_sum / counts.clamp(min=1), torch.zeros_like(logprob_sum))
         return out_tokens.cpu(), out_mask.cpu(), generated.cpu(), None if logprobs is None else logprobs.cpu()
-
-    def _candidates(
-        self,
-        plans: list[SlotPlan],
-        prompt_ids: list[torch.Tensor],
-        k: int,
-        tokens: torch.Tensor,
-        masks: torch.Tensor,
-        lengths: torch.Tensor,
-        logprobs: torch.Tensor | None,
-    ) -> list[list[Candidate]]:
-        results: list[list[Candidate]] = []
-        for index, plan in enumerate(plans):
-            group = []
-            for row in range(index * k, (index + 1) * k):
-                length = int(lengths[row])
-                ids = tokens[row, :length].clone()
-                text = plan.prefix + self.tokenizer.decode(
-                    ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False
-                )
-                group.append(
-                    Candidate(
-                        text=text,
-                        token_ids=ids,
-                        value_mask=masks[row, :length].clone(),
-                        logprob=None if logprobs is None else float(logprobs[row]),
-                        prompt_ids=prompt_ids[index],
-                    )
-                )
-            results.append(group)
-        return results

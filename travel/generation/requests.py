@@ -11,6 +11,7 @@ import torch
 
 from travel.generation.chat import render_role_prompt
 from travel.task.prompts import build_role_prompt
+from travel.task.value_options import slot_value_options
 
 if TYPE_CHECKING:
     from travel.data.row import TravelRow
@@ -22,6 +23,7 @@ class DecodeRequest:
     agent_id: int
     days: int
     prompt_ids: tuple[int, ...] | None = None  # the prompt's tokens when already tokenized
+    slot_values: tuple[tuple[str, ...], ...] | None = None  # per slot, the values generation.values=catalog admits
 
 
 @dataclass
@@ -40,8 +42,44 @@ def as_request(request: DecodeRequest | Sequence[Any]) -> DecodeRequest:
     return DecodeRequest(str(prompt), int(agent_id), int(days))
 
 
-def role_request(tokenizer: Any, row: TravelRow, agent_id: int, system_prompt: str | None = None) -> DecodeRequest:
-    """The request of `agent_id` for `row`: chat-rendered prompt ending with the assistant prefill, tokenized once."""
+def role_request(
+    tokenizer: Any, row: TravelRow, agent_id: int, system_prompt: str | None = None, values: str = "free"
+) -> DecodeRequest:
+    """The request of `agent_id` for `row`: chat-rendered prompt ending with the assistant prefill, tokenized once.
+    With `values="catalog"` it carries each slot's admitted values (travel/task/value_options.py)."""
     prompt = render_role_prompt(tokenizer, build_role_prompt(row, agent_id, system_prompt=system_prompt))
     ids = tuple(tokenizer.encode(prompt, add_special_tokens=False))
-    return DecodeRequest(prompt=prompt, agent_id=agent_id, days=row.days, prompt_ids=ids)
+    slot_values = slot_value_options(row, agent_id) if values == "catalog" else None
+    return DecodeRequest(prompt=prompt, agent_id=agent_id, days=row.days, prompt_ids=ids, slot_values=slot_values)
+
+
+def decoded_candidates(
+    tokenizer: Any,
+    prefixes: Sequence[str],
+    prompt_ids: Sequence[torch.Tensor],
+    k: int,
+    tokens: torch.Tensor,
+    masks: torch.Tensor,
+    lengths: torch.Tensor,
+    logprobs: torch.Tensor | None,
+) -> list[list[Candidate]]:
+    """The decoder's output rows (K per request, grouped by request) as candidates; a text is its request's
+    prefill plus its decoded tokens."""
+    results: list[list[Candidate]] = []
+    for index, prefix in enumerate(prefixes):
+        group = []
+        for row in range(index * k, (index + 1) * k):
+            length = int(lengths[row])
+            ids = tokens[row, :length].clone()
+            text = prefix + tokenizer.decode(ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            group.append(
+                Candidate(
+                    text=text,
+                    token_ids=ids,
+                    value_mask=masks[row, :length].clone(),
+                    logprob=None if logprobs is None else float(logprobs[row]),
+                    prompt_ids=prompt_ids[index],
+                )
+            )
+        results.append(group)
+    return results
