@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -78,11 +79,21 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(tmp_path):
     assert config.model.name == "tiny_random" and config.algorithm.num_generations == 2
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from travel.agents.models import build_tiny_random
+
+    # the main job makes real updates: the rewards differ within groups, the losses are not all zero, and
+    # every agent's saved weights differ from the weights it started from
+    train = [r for r in records if "train/reward" in r]
+    assert any(r["train/reward_group_std"] > 0 and r["train/nonzero_advantage_rate"] > 0 for r in train)
+    assert any(r[f"train/loss_agent_{agent}"] != 0 for r in train for agent in (0, 1))
+    initial = build_tiny_random(seed=config.seed).model.state_dict()
     for agent in (0, 1):
         directory = run_dir / "actors" / f"agent_{agent}"
         model = AutoModelForCausalLM.from_pretrained(directory)
         tokenizer = AutoTokenizer.from_pretrained(directory)
         assert model.config.hidden_size == 64 and tokenizer.chat_template
+        changed = [name for name, tensor in model.state_dict().items() if not torch.equal(tensor, initial[name])]
+        assert changed, f"agent {agent}'s weights are the initial ones"
 
 
 def test_trainer_counts_match_the_dry_run_report(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -29,8 +29,11 @@ def hydra_run_dir() -> Optional[Path]:
 class Run:
     MODES = ("dry", "train")
 
-    def __init__(self, cfg: DictConfig, run_dir: Optional[str] = None):
+    def __init__(self, cfg: DictConfig, run_dir: Optional[str] = None, score: Optional[Callable[..., Any]] = None):
+        """`score`: the reward seam's score function (travel.algorithms.rollout.ScoreFn); None is the task
+        reward. Training rollouts, evaluation and preference labels all use it."""
         self.cfg = cfg
+        self.score = score
         mode = cfg.mode.name
         if mode not in self.MODES:
             raise ValueError(f"mode={mode!r} is not one of {', '.join(self.MODES)}")
@@ -98,6 +101,7 @@ class Run:
             sampler = JointRolloutSampler(
                 actors.actors,
                 self.reward_config,
+                score=self.score,
                 parallel=actors.parallel,
                 rows_per_call=OmegaConf.select(self.cfg, "generation.rows_per_call", default=None),
             )
@@ -140,6 +144,7 @@ class Run:
         return {
             "algorithm": self.cfg.algorithm,
             "reward_config": self.reward_config,
+            "score": self.score,
             "train_rows": split.train,
             "seed": int(self.cfg.seed),
             "comparator_spec": self.comparator_spec,

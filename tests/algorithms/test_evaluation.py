@@ -167,3 +167,30 @@ def test_eval_rows_per_call_must_be_positive(pool):
     sampler = JointRolloutSampler([PanelBatchingPolicy(agent, answers[agent], rows) for agent in (0, 1)])
     with pytest.raises(ValueError, match="generation.eval_rows_per_call=0"):
         Evaluator(sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, rows_per_call=0)
+
+
+@pytest.mark.parametrize("step_backend", ["eager", "static"])
+def test_rows_decoded_together_get_the_same_greedy_actions_as_rows_decoded_alone(step_backend):
+    """The default eval_rows_per_call (4) changes how many rows share a decoder call, never an action."""
+    import torch
+
+    from travel.agents.models import build_tiny_random
+    from travel.data.normalise import normalise_row
+    from travel.data.synthetic import SyntheticSource
+    from travel.generation import StructuredDecoder
+    from travel.agents.actors import Actor
+
+    rows = [normalise_row(raw, index) for index, raw in enumerate(SyntheticSource(seed=0, num_rows=4).load_raw())]
+    actors = []
+    for agent_id in (0, 1):
+        loaded = build_tiny_random(seed=agent_id)
+        decoder = StructuredDecoder(loaded.model, loaded.tokenizer, max_new_tokens=200, step_backend=step_backend)
+        optimizer = torch.optim.AdamW(loaded.model.parameters())
+        actors.append(Actor(agent_id, loaded.model, loaded.tokenizer, optimizer, torch.device("cpu"), decoder))
+    sampler = JointRolloutSampler(actors)
+    texts = {}
+    for rows_per_call in (1, 4):
+        evaluator = Evaluator(sampler, anchor_rows=rows, eval_rows=rows, panel_size=4, progress=False, rows_per_call=rows_per_call)
+        texts[rows_per_call] = [sample["texts"] for sample in evaluator.periodic(0).samples]
+    assert texts[1] == texts[4]
+    assert len({tuple(t) for t in texts[1]}) > 1  # the rows get different actions, so a mix-up would show

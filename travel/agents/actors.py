@@ -77,6 +77,7 @@ class Actor:
             [self.request(row) for row in rows],
             num_candidates,
             greedy=greedy,
+            return_logprobs=True,  # the training metrics' entropy estimate
             generator=None if greedy else self.generator,
         )
         return [list(group) for group in groups]
@@ -126,12 +127,12 @@ class ActorGroup:
     def update_each(self, step: Callable[[Actor], T]) -> list[T]:
         """`step(actor)` for every actor, in agent order of the results."""
         if self._workers is not None:
-            futures = [worker.submit(step, actor) for worker, actor in zip(self._workers, self.actors)]
+            futures = [worker.submit(_in_compute_dtype, step, actor) for worker, actor in zip(self._workers, self.actors)]
             return [future.result() for future in futures]
         results = []
         for actor in self.actors:
             with self.only_active(actor):
-                results.append(step(actor))
+                results.append(_in_compute_dtype(step, actor))
         return results
 
     def save(self, directory: str | Path) -> list[Path]:
@@ -157,6 +158,7 @@ def build_actors(
         raise ValueError(f"algorithm.learning_rate={learning_rate}: must be > 0")
     from travel.generation import StructuredDecoder
 
+    compute_dtype = hardware.get("compute_dtype")
     stash = HostStash() if any(device.type == "cuda" for device in devices) else None  # shared: one parks at a time
     actors = []
     for agent_id, device in enumerate(devices):
@@ -170,6 +172,7 @@ def build_actors(
             temperature=float(generation["temperature"]),
             top_p=float(generation["top_p"]),
             values=str(generation.get("values", "free")),
+            compute_dtype=compute_dtype,
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + agent_id)
         actors.append(Actor(agent_id, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator, stash))
@@ -178,6 +181,14 @@ def build_actors(
         parallel=str(hardware.get("parallel_training", "none")) == "per_device",
         offload_inactive=bool(hardware.get("offload_inactive_actor", False)),
     )
+
+
+def _in_compute_dtype(step: Callable[[Actor], T], actor: Actor) -> T:
+    """`step(actor)` under the autocast its decoder decodes with (hardware.compute_dtype)."""
+    from travel.generation.model_io import compute_autocast
+
+    with compute_autocast(actor.device, getattr(actor.decoder, "compute_dtype", None)):
+        return step(actor)
 
 
 @contextlib.contextmanager

@@ -253,6 +253,11 @@ class MAGRPOTrainer:
             "train/reward": reward_mean,
             "train/reward_group_std": statistics.fmean(statistics.pstdev(group) for group in rewards),
             "train/nonzero_advantage_rate": sum(abs(a) > 1e-6 for a in advantages) / len(advantages),
+            "train/distinct_candidate_share": statistics.fmean(
+                len({rollout.joint_texts(k) for k in range(rollout.num_joint_actions)}) / rollout.num_joint_actions
+                for rollout, _ in self._buffer
+            ),
+            **self._entropy_estimates(),
             "train/curriculum_stage": 0 if phase == "short" else 1,
             **{f"train/loss_agent_{agent_id}": float(loss) for agent_id, loss in enumerate(losses)},
             **self._buffer_timing(update_seconds),
@@ -263,6 +268,16 @@ class MAGRPOTrainer:
             self._last_turn_log = env_step
         if self.tracker is not None:
             self.tracker.log(record, env_step=env_step)
+
+    def _entropy_estimates(self) -> dict[str, float]:
+        """Per agent, minus the mean length-normalised log-prob of its sampled candidates: a Monte-Carlo estimate
+        of the policy's per-value-token entropy (when the sampler reports log-probs)."""
+        estimates = {}
+        for agent_id in range(self.num_agents):
+            logprobs = [getattr(c, "logprob", None) for rollout, _ in self._buffer for c in rollout.agents[agent_id].candidates]
+            if logprobs and all(isinstance(value, float) for value in logprobs):
+                estimates[f"train/policy_entropy_agent_{agent_id}"] = -statistics.fmean(logprobs)
+        return estimates
 
     def _buffer_timing(self, update_seconds: float) -> dict[str, float]:
         """Seconds per env step of this buffer, split into generation, reward and update (metrics.jsonl only),

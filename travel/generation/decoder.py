@@ -32,6 +32,7 @@ from travel.generation.kv_cache import merge_prompt_caches, supports_preallocati
 from travel.generation.model_io import (
     EagerDecodeStep,
     cache_argument,
+    compute_autocast,
     decode_attention,
     forward_last_logits,
     model_device,
@@ -71,6 +72,7 @@ class StructuredDecoder:
         step_backend: str = "auto",
         share_prompt_cache: str = "auto",
         values: str = "free",
+        compute_dtype: str | None = None,
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -80,10 +82,11 @@ class StructuredDecoder:
         `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and
         `eager` elsewhere. Models whose cache or attention the static step does not support run eager.
         `share_prompt_cache`: whether static steps keep each prompt's keys once for all its candidates
-        (travel/generation/shared_prefix.py) instead of once per candidate: `auto` when a call has more
-        than one candidate per prompt, `always`, or `never`.
+        (travel/generation/shared_prefix.py) instead of once per candidate: `auto` and `always` (where the
+        model supports it, for any number of candidates: it is the faster step even for one), or `never`.
         `values`: `free` text within the JSON string rules, or `catalog`: each value is one of the values its
-        slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap."""
+        slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap.
+        `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -107,6 +110,7 @@ class StructuredDecoder:
         self.step_backend = step_backend
         self.share_prompt_cache = share_prompt_cache
         self.values = values
+        self.compute_dtype = compute_dtype
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
@@ -174,7 +178,7 @@ class StructuredDecoder:
         if hasattr(self.model, "eval"):
             self.model.eval()
         try:
-            with torch.inference_mode(), decode_attention(device):
+            with torch.inference_mode(), decode_attention(device), compute_autocast(device, self.compute_dtype):
                 tokens, masks, lengths, logprobs = self._decode(
                     plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device, slot_values
                 )
@@ -261,7 +265,8 @@ class StructuredDecoder:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(self.model))
         static = self._static_backend(device, preallocated)
-        sharing = self.share_prompt_cache == "always" or (self.share_prompt_cache == "auto" and k > 1)
+        # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
+        sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(self.model)
         cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated, shared)
         graph = static == "cuda_graph"

@@ -95,3 +95,17 @@ def decode_attention(device: torch.device) -> Iterator[None]:
 
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
         yield
+
+
+def compute_autocast(device: torch.device, compute_dtype: str | None) -> contextlib.AbstractContextManager[Any]:
+    """Forwards in `compute_dtype` (e.g. bfloat16) over weights kept in their own dtype, or a no-op for None.
+
+    The weights stay the master copy (fp32 for small models, so AdamW steps do not round away) while
+    matmuls and attention run in bf16, which also selects the fast flash-attention kernels on GPUs. The
+    cast cache is off, as CUDA-graph capture requires; casts are captured with the step and redone on replay.
+    """
+    if compute_dtype is None:
+        return contextlib.nullcontext()
+    from travel.agents.models import resolve_dtype
+
+    return torch.autocast(device.type, dtype=resolve_dtype(compute_dtype), cache_enabled=False)
