@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         default="cuda_graph",
         help="comma-separated StructuredDecoder step backends to time (eager, static, cuda_graph); a static "
         "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. "
-        "cuda_graph:repeated), with ':shared' once even for a single candidate",
+        "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16)",
     )
     parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
 
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
-        backend, _, layout = spec.partition(":")
+        backend, _, rest = spec.partition(":")
+        layout, _, compute = rest.partition(":")
         decoder = StructuredDecoder(
             loaded.model,
             tokenizer,
@@ -259,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             fill_budget=True,
             step_backend=backend,
             share_prompt_cache={"": "auto", "repeated": "never", "shared": "always"}[layout],
+            compute_dtype=compute or None,
         )
         seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
         candidates = groups[0]
@@ -269,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         strict_all = strict_all and strict == len(candidates)
         note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens"
         label = backend if not layout else f"{backend}, prompt {layout}"
+        label += f", {compute} compute" if compute else ""
         results.append(Measurement(f"StructuredDecoder ({label})", seconds, args.new_tokens, args.candidates, peak, note))
 
     print()

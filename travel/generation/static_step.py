@@ -131,8 +131,9 @@ if DynamicLayer is not None:
             raise RuntimeError("a StaticPositionLayer is created initialised")
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
-            self.keys.index_copy_(2, self.write_index, key_states)
-            self.values.index_copy_(2, self.write_index, value_states)
+            # under autocast the rotated keys come out in fp32 and the values in bf16: store both as the cache does
+            self.keys.index_copy_(2, self.write_index, key_states.to(self.keys.dtype))
+            self.values.index_copy_(2, self.write_index, value_states.to(self.values.dtype))
             return self.keys, self.values
 
         def get_seq_length(self) -> int:
