@@ -17,6 +17,7 @@ REQUIRED = {
     ("data", "local"): ["data.path=rows.jsonl"],
     ("experiment", "travelplanner_train_rows"): ["data.path=rows.jsonl"],
     ("experiment", "smollm2_local"): ["data.path=rows.jsonl"],
+    ("experiment", "smollm2_gpu_learning"): ["data.path=rows.jsonl"],
 }
 
 

@@ -187,7 +187,10 @@ def _in_compute_dtype(step: Callable[[Actor], T], actor: Actor) -> T:
     """`step(actor)` under the autocast its decoder decodes with (hardware.compute_dtype)."""
     from travel.generation.model_io import compute_autocast
 
-    with compute_autocast(actor.device, getattr(actor.decoder, "compute_dtype", None)):
+    compute_dtype = getattr(getattr(actor, "decoder", None), "compute_dtype", None)
+    if compute_dtype is None:
+        return step(actor)
+    with compute_autocast(actor.device, compute_dtype):
         return step(actor)
 
 

@@ -2,10 +2,9 @@
 
 The backbone is the base model without its LM head (no vocabulary logits); `Linear(hidden, 1)` reads the
 hidden state at the last attended position. One input text describes one joint action:
-`{"role_contexts": [prompt_0, prompt_1], "joint_actions": [logistics_action, experience_action]}` as JSON
+`{"joint_actions": [logistics_action, experience_action], "role_contexts": [prompt_0, prompt_1]}` as JSON
 (non-ASCII kept), each role context being that role's rendered prompt without the trailing assistant
-prefill (the action text already starts with it). The actions come last, as a response follows its prompt,
-so the scored last position comes right after them. Texts are tokenized one at a time, never truncated, and
+prefill (the action text already starts with it). Texts are tokenized one at a time, never truncated, and
 refused above `max_length` tokens.
 
 Fitting minimises -log sigmoid(s_winner - s_loser) averaged over each batch, with AdamW over the trainable
@@ -46,7 +45,7 @@ def joint_text(actions: Sequence[str], prompts: Sequence[str]) -> str:
     if len(actions) != 2 or len(prompts) != 2:
         raise RewardModelError(f"a joint input needs 2 actions and 2 role prompts, got {len(actions)} and {len(prompts)}")
     contexts = [role_context(str(prompt), agent_id) for agent_id, prompt in enumerate(prompts)]
-    return json.dumps({"role_contexts": contexts, "joint_actions": [str(a) for a in actions]}, ensure_ascii=False)
+    return json.dumps({"joint_actions": [str(a) for a in actions], "role_contexts": contexts}, ensure_ascii=False)
 
 
 # ---- the model ----------------------------------------------------------------------------------------
