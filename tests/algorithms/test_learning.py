@@ -43,6 +43,15 @@ ONLINE = ["algorithm.learning_rate=1e-3", "algorithm.num_generations=4", "algori
 LEARNING_RUNS = {
     "magrpo": [*ONLINE, "algorithm.num_train_epochs=8"],
     "madpo": [*PREFERENCES, *DPO, "algorithm.num_train_epochs=4"],
+    # each refresh needs enough new pairs against the current-copy comparator, so more candidates and pairs
+    "madpo_iter": [
+        *DPO,
+        "algorithm.preference_num_candidates=12",
+        "algorithm.preference_generation_batch_size=12",
+        "algorithm.preference_pairs_per_sample=6",
+        "algorithm.num_iterations=2",
+        "algorithm.num_train_epochs=1",
+    ],
 }
 
 
