@@ -31,3 +31,28 @@ def test_sample_rows_equals_row_by_row_sampling():
                     assert parsed.parse_success, parsed.error
     finally:
         torch.set_num_threads(threads)
+
+
+def test_bf16_compute_decodes_and_updates_over_fp32_master_weights():
+    """hardware.compute_dtype=bfloat16: actions stay strict, the update runs its forward in bf16, and the
+    weights and AdamW state stay float32 (so steps of about the learning rate are not rounded away)."""
+    from travel.algorithms.magrpo import BufferSample, value_loss_step
+
+    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compute_dtype": "bfloat16"}
+    generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8}
+    actors = build_actors(build_tiny_random, hardware, generation, learning_rate=1e-5, seed=0)
+    row = fixture_row()
+    actor = actors[1]
+    candidates = actor.sample(row, 2)
+    for candidate in candidates:
+        assert parse_assignments(candidate.text, 1, role_capacity(1, row.days), row.days).parse_success
+    before = {name: p.detach().clone() for name, p in actor.model.named_parameters()}
+    dtypes = []
+    hook = actor.model.lm_head.register_forward_hook(lambda module, inputs, output: dtypes.append(output.dtype))
+    sample = BufferSample(actor.prompt_ids(row), tuple(candidates), (0.5, -0.5), 0.0, 2)
+    actors.update_each(lambda a: value_loss_step(a, [sample]) if a.agent_id == 1 else 0.0)
+    hook.remove()
+    assert dtypes and set(dtypes) == {torch.bfloat16}
+    changed = [name for name, p in actor.model.named_parameters() if not torch.equal(p, before[name])]
+    assert changed and all(p.dtype == torch.float32 for p in actor.model.parameters())
+    assert all(state["exp_avg"].dtype == torch.float32 for state in actor.optimizer.state.values())
