@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from tests.fixtures import fixture_row
 from tests.generation.conftest import assert_strict_action, short_request
 from travel.data.normalise import normalise_row
 from travel.data.synthetic import SyntheticSource
-from travel.generation import DecodeRequest, StructuredDecoder, role_request
+from travel.generation import StructuredDecoder, role_request
 from travel.generation.value_trie import CatalogValueError, ValueTrie, value_token_ids
 from travel.generation.value_vocab import value_tables
 from travel.task.value_options import EMPTY_VALUE, field_value_options, slot_value_options
@@ -30,22 +29,16 @@ def synthetic_row():
     return normalise_row(SyntheticSource(seed=0, num_rows=3).load_raw()[0], 0)
 
 
-def test_value_options_list_the_prompt_catalog_values_and_the_empty_value(synthetic_row):
+def test_value_options_list_the_prompt_catalog_values_and_the_empty_value(tiny, synthetic_row):
     options = field_value_options(synthetic_row)
     assert all(values[-1] == EMPTY_VALUE for values in options.values())
     assert options["breakfast"] is options["dinner"]
     assert options["current_city"][:-1] == tuple(dict.fromkeys(leg.current_city for leg in synthetic_row.scaffold))
-    prompt = role_request(_tokenizer(), synthetic_row, 1).prompt
+    prompt = role_request(tiny.tokenizer, synthetic_row, 1).prompt
     for value in options["attraction"][:-1] + options["lunch"][:-1]:
         assert json.dumps(value) in prompt  # the prompt's catalog lines quote the exact value
     slots = slot_value_options(synthetic_row, 0)
     assert len(slots) == 3 * synthetic_row.days and slots[1] is options["transportation"]
-
-
-def _tokenizer():
-    from travel.agents.offline_tokenizer import build_offline_tokenizer
-
-    return build_offline_tokenizer()
 
 
 @pytest.mark.parametrize("greedy", [True, False])
