@@ -11,9 +11,12 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from travel.algorithms.registry import load_algorithms
+
 # conf/hydra/launcher/submitit_*.yaml fill the plugin's schema from the hardware option; Hydra still
 # validates them against that schema and warns that same-name matching is deprecated.
 warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema with the same name")
+load_algorithms()  # their experiment presets join the config search (conf/config.yaml's defaults list)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -18,6 +18,7 @@ memory, plus the ratio against the first batch size.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.row < len(train):
         raise SystemExit(f"--row {args.row}: the curriculum has {len(train)} train rows")
     row = train[args.row]
-    settings = PreferenceSettings.from_algorithm(cfg.algorithm, with_comparator=False)
+    # the target candidates alone: the comparator's sampling is timed by the same decoder
+    settings = dataclasses.replace(PreferenceSettings.from_config(run.algorithm), comparator_num_candidates=0)
     batch_sizes = [int(size) for size in args.batch_sizes.split(",") if size.strip()]
 
     torch.manual_seed(int(cfg.seed))

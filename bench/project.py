@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from travel.agents.actors import ActorGroup, build_actors
+from travel.algorithms.registry import load_algorithms
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
@@ -35,6 +36,7 @@ def compose_config(overrides: Sequence[str], device: str | None = None) -> Any:
     if not any(override.startswith("data=") for override in overrides):
         defaults += REAL_DATA_OVERRIDES
     extra = [f"hardware.agent_devices=[{device},{device}]"] if device else []
+    load_algorithms()
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         return compose(config_name="config", overrides=[*defaults, *overrides, *extra])
 

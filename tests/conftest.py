@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: the real TravelPlanner files beside the repository, when present."""
+"""Shared pytest fixtures and helpers: the project's config composed as launch.py composes it, and the real
+TravelPlanner files beside the repository, when present."""
 
 import os
 from pathlib import Path
@@ -6,7 +7,20 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF = REPO_ROOT / "conf"
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "travelplanner"
+
+
+def compose_config(*overrides: str, hydra: bool = False, config_dir: Path = CONF):
+    """conf/config.yaml with `overrides`, after registering the algorithms (their experiment presets);
+    `hydra=True` keeps the `hydra` node."""
+    from hydra import compose, initialize_config_dir
+
+    from travel.algorithms.registry import load_algorithms
+
+    load_algorithms()
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 
 
 def require_shared_data() -> Path:

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, InstantiationException, MissingConfigException
 from hydra.utils import instantiate
 
+from tests.conftest import compose_config
 from travel.run import Run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -18,12 +18,8 @@ REQUIRED = {
     ("experiment", "travelplanner_train_rows"): ["data.path=rows.jsonl"],
     ("experiment", "smollm2_local"): ["data.path=rows.jsonl"],
     ("experiment", "smollm2_gpu_learning"): ["data.path=rows.jsonl"],
+    ("experiment", "smollm2_gpu_madpo_iter"): ["data.path=rows.jsonl"],
 }
-
-
-def compose_config(overrides, hydra=False):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=hydra)
 
 
 def options():
@@ -34,7 +30,7 @@ def options():
 
 @pytest.mark.parametrize("group, option", list(options()))
 def test_every_option_composes_and_instantiates(group, option, tmp_path):
-    cfg = compose_config([f"{group}={option}", *REQUIRED.get((group, option), [])])
+    cfg = compose_config(f"{group}={option}", *REQUIRED.get((group, option), []))
     source = instantiate(cfg.data)
     assert hasattr(source, "load_raw")
     curriculum = instantiate(cfg.curriculum)
@@ -52,7 +48,7 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_every_launcher_composes_with_hardware_resources(launcher):
-    cfg = compose_config([f"hydra/launcher={launcher}", "hardware=2gpu"], hydra=True)
+    cfg = compose_config(f"hydra/launcher={launcher}", "hardware=2gpu", hydra=True)
     if launcher != "basic":
         assert cfg.hydra.launcher.gpus_per_node == 2
         assert cfg.hydra.launcher.mem_gb == cfg.hardware.slurm.mem_gb
@@ -60,31 +56,31 @@ def test_every_launcher_composes_with_hardware_resources(launcher):
 
 
 def test_launcher_resources_follow_overrides_and_dry_mode():
-    cfg = compose_config(["hydra/launcher=submitit_slurm", "hardware.slurm.partition=gpu", "hardware.slurm.timeout_min=7"], True)
+    cfg = compose_config("hydra/launcher=submitit_slurm", "hardware.slurm.partition=gpu", "hardware.slurm.timeout_min=7", hydra=True)
     assert (cfg.hydra.launcher.partition, cfg.hydra.launcher.timeout_min) == ("gpu", 7)
-    dry = compose_config(["hydra/launcher=submitit_slurm", "mode=dry"], True)
+    dry = compose_config("hydra/launcher=submitit_slurm", "mode=dry", hydra=True)
     assert dry.hydra.launcher.gpus_per_node == 0
 
 
 def test_single_runs_land_under_outputs_algorithm_seed():
-    cfg = compose_config(["seed=3"], hydra=True)
+    cfg = compose_config("seed=3", hydra=True)
     assert cfg.hydra.run.dir.startswith("outputs/magrpo/3_")
 
 
 def test_unknown_curriculum_option_is_named():
     with pytest.raises(ConfigCompositionException, match="curriculum.warmup"):
-        compose_config(["curriculum.warmup=3"])
-    cfg = compose_config(["+curriculum.warmup=3"])
+        compose_config("curriculum.warmup=3")
+    cfg = compose_config("+curriculum.warmup=3")
     with pytest.raises(InstantiationException, match="warmup"):
         instantiate(cfg.curriculum)
 
 
 def test_unknown_group_option_lists_the_choices():
     with pytest.raises(MissingConfigException, match="scalable"):
-        compose_config(["curriculum=steep"])
+        compose_config("curriculum=steep")
 
 
 def test_local_data_without_a_path_fails_naming_the_option():
-    cfg = compose_config(["data=local"])
+    cfg = compose_config("data=local")
     with pytest.raises(Exception, match="data.path"):
         instantiate(cfg.data)

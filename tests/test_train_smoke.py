@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from tests.conftest import compose_config
 from tests.logging.wandb_files import history_rows, offline_run_file
 from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
 from travel.run import Run
@@ -29,10 +29,6 @@ def forbidden_model_factory(**kwargs):
     MODEL_FACTORY_CALLS.append(kwargs)
     raise AssertionError("the model factory was called")
 
-
-def compose_config(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 def metrics_records(run_dir: Path) -> list[dict]:

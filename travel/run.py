@@ -14,8 +14,10 @@ from typing import Any, Callable, Optional
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from travel.algorithms.schedule import TrainingSchedule, curriculum_schedule
+from travel.algorithms.config import AlgorithmConfig
+from travel.algorithms.registry import AlgorithmSpec, TrainingParts, algorithm_config, spec_for
 from travel.data.module import DataModule
+from travel.io import write_text_atomic
 
 
 def hydra_run_dir() -> Optional[Path]:
@@ -48,21 +50,24 @@ class Run:
         return instantiate(self.cfg.reward)
 
     @cached_property
-    def schedule(self) -> TrainingSchedule:
-        algorithm = self.cfg.algorithm
-        return curriculum_schedule(
-            self.data.split,
-            num_train_epochs=int(algorithm.num_train_epochs),
-            num_generations=int(algorithm.num_generations),
-            rollout_buffer_size=int(algorithm.rollout_buffer_size),
-            short_epochs=int(self.cfg.curriculum.short_epochs),
-            use_short_phase=bool(algorithm.use_short_phase),
-            eval_every_epochs=int(algorithm.eval_every_epochs),
-        )
+    def algorithm(self) -> AlgorithmConfig:
+        """The typed config of `algorithm=` (travel/algorithms/config.py), validated."""
+        return algorithm_config(self.cfg.algorithm)
+
+    @cached_property
+    def algorithm_spec(self) -> AlgorithmSpec:
+        return spec_for(self.algorithm)
+
+    @property
+    def short_epochs(self) -> int:
+        return int(self.cfg.curriculum.short_epochs)
+
+    def budget(self):
+        """The algorithm's budget over this run's split: what mode=dry reports and the trainer checks."""
+        return self.algorithm_spec.budget(self.algorithm, self.data.split, self.short_epochs)
 
     def save_config(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        write_text_atomic(self.run_dir / "config.yaml", OmegaConf.to_yaml(self.cfg, resolve=True))
 
     def __call__(self) -> dict[str, Any]:
         self.save_config()
@@ -72,8 +77,7 @@ class Run:
         from travel.logging.dry_report import build_dry_report, format_dry_report
 
         report = build_dry_report(self)
-        path = self.run_dir / "dry_run.json"
-        path.write_text(json.dumps(report, indent=2) + "\n")
+        path = write_text_atomic(self.run_dir / "dry_run.json", json.dumps(report, indent=2) + "\n")
         print(format_dry_report(report))
         print(f"wrote {path}")
         return report
@@ -83,19 +87,20 @@ class Run:
         from travel.algorithms.evaluation import Evaluator
         from travel.algorithms.rollout import JointRolloutSampler
 
-        schedule, split = self._training_plan()  # every config check happens here, before any weights load
+        split = self._training_plan()  # every config check happens here, before any weights load
         self._seed_everything()
         tracker = instantiate(self.cfg.logger)(
             run_dir=self.run_dir, config=OmegaConf.to_container(self.cfg, resolve=True)
         )
         model_factory = instantiate(self.cfg.model, _partial_=True)
+        generation = self.cfg.generation
         actors = sampler = None
         try:
             actors = build_actors(
                 model_factory,
                 self.cfg.hardware,
-                self.cfg.generation,
-                learning_rate=float(self.cfg.algorithm.learning_rate),
+                generation,
+                learning_rate=self.algorithm.learning_rate,
                 seed=int(self.cfg.seed),
             )
             sampler = JointRolloutSampler(
@@ -103,7 +108,7 @@ class Run:
                 self.reward_config,
                 score=self.score,
                 parallel=actors.parallel,
-                rows_per_call=OmegaConf.select(self.cfg, "generation.rows_per_call", default=None),
+                rows_per_call=OmegaConf.select(generation, "rows_per_call", default=None),
             )
             evaluator = Evaluator(
                 sampler,
@@ -111,14 +116,25 @@ class Run:
                 eval_rows=split.eval,
                 panel_size=split.panel_size,
                 tracker=tracker,
-                greedy=bool(self.cfg.generation.greedy_eval),
-                rows_per_call=int(OmegaConf.select(self.cfg, "generation.eval_rows_per_call", default=1)),
+                greedy=bool(generation.greedy_eval),
+                rows_per_call=int(OmegaConf.select(generation, "eval_rows_per_call", default=1)),
             )
-            trainer = instantiate(self.cfg.algorithm.trainer)(
-                schedule=schedule, sampler=sampler, actors=actors, evaluator=evaluator, tracker=tracker,
-                run_dir=self.run_dir, **self._preference_parts(split, model_factory),
+            parts = TrainingParts(
+                actors=actors,
+                sampler=sampler,
+                evaluator=evaluator,
+                tracker=tracker,
+                run_dir=self.run_dir,
+                split=split,
+                short_epochs=self.short_epochs,
+                reward_config=self.reward_config,
+                seed=int(self.cfg.seed),
+                score=self.score,
+                comparator_spec=self.comparator_spec,
+                model_factory=model_factory,
+                gradient_checkpointing=bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
             )
-            result = trainer.train()
+            result = self.algorithm_spec.build_trainer(self.algorithm, parts).train()
             return self._write_training_outputs(result, actors)
         finally:
             for part in (sampler, actors):
@@ -126,62 +142,28 @@ class Run:
                     part.close()
             tracker.close()
 
-    def _is_preference_algorithm(self) -> bool:
-        from travel.algorithms.budgets import ALGORITHM_FAMILIES
-
-        return ALGORITHM_FAMILIES.get(str(self.cfg.algorithm.name)) in ("madpo", "marlhf")
-
     @cached_property
     def comparator_spec(self):
         from travel.algorithms.comparators import ComparatorSpec
 
-        return ComparatorSpec.from_config(self.cfg)
+        return ComparatorSpec.from_config(self.cfg, self.algorithm)
 
-    def _preference_parts(self, split, model_factory) -> dict[str, Any]:
-        """What the preference trainers need beyond MAGRPO's parts (travel/algorithms/madpo.py, marlhf.py)."""
-        if not self._is_preference_algorithm():
-            return {}
-        return {
-            "algorithm": self.cfg.algorithm,
-            "reward_config": self.reward_config,
-            "score": self.score,
-            "train_rows": split.train,
-            "seed": int(self.cfg.seed),
-            "comparator_spec": self.comparator_spec,
-            "model_factory": model_factory,
-            "gradient_checkpointing": bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
-        }
-
-    def _training_plan(self):
-        """The schedule and split after checking every option a training run needs, without loading weights:
-        the trainer node, the curriculum and eval pool, catalogs, K, devices and generation settings."""
-        from travel.agents.devices import agent_devices
+    def check_options(self) -> None:
+        """What both modes check before any weights load: the algorithm, its comparator and budget, the
+        generation settings, and every device option against the hardware option's declared GPUs."""
+        from travel.agents.devices import check_declared_device
         from travel.algorithms.evaluation import eval_rows_per_call_option
         from travel.algorithms.rollout import rows_per_call_option
+        from travel.generation.decoder import VALUE_MODES
 
-        if OmegaConf.select(self.cfg, "algorithm.trainer") is None:
-            raise ValueError(f"algorithm={self.cfg.algorithm.name} has no `trainer` node: mode=train cannot build it")
-        split = self.data.split
-        if self._is_preference_algorithm():  # they price their own budget; option errors surface here
-            from travel.algorithms.budgets import preference_budget
-
-            preference_budget(self.cfg.algorithm, split)
-            self.comparator_spec  # noqa: B018  (option errors surface before any weights load)
-            schedule = None
-        else:
-            schedule = self.schedule
-        self.data.check_catalogs()
-        if not split.anchor:
-            raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
-        agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
+        self.comparator_spec  # noqa: B018  (option combinations fail before the budget)
+        self.budget()
         generation = self.cfg.generation
         for key in ("max_new_tokens", "max_value_tokens"):
             if int(generation[key]) < 1:
                 raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
         rows_per_call_option(OmegaConf.select(generation, "rows_per_call", default=None))
         eval_rows_per_call_option(OmegaConf.select(generation, "eval_rows_per_call", default=1))
-        from travel.generation.decoder import VALUE_MODES
-
         values = OmegaConf.select(generation, "values", default="free")
         if values not in VALUE_MODES:
             raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
@@ -189,7 +171,29 @@ class Run:
             raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
         if not 0 < float(generation.top_p) <= 1:
             raise ValueError(f"generation.top_p={generation.top_p}: must be in (0, 1]")
-        return schedule, split
+        hardware = self.cfg.hardware
+        gpus = int(hardware.num_gpus)
+        devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}
+        for option, value in self.algorithm.device_options().items():
+            if isinstance(value, (list, tuple)):
+                devices.update({f"{option}[{i}]": device for i, device in enumerate(value)})
+            else:
+                devices[option] = value
+        for option, device in devices.items():
+            check_declared_device(option, device, gpus)
+
+    def _training_plan(self):
+        """The split after checking every option a training run needs, without loading weights: the options
+        mode=dry checks, then the curriculum and eval pool, the catalogs and the devices on this machine."""
+        from travel.agents.devices import agent_devices
+
+        self.check_options()
+        split = self.data.split
+        self.data.check_catalogs()
+        if not split.anchor:
+            raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
+        agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
+        return split
 
     def _seed_everything(self) -> None:
         """Seeds python, numpy and torch from cfg.seed; applies hardware.torch_threads when set."""
@@ -227,5 +231,5 @@ class Run:
             "eval_env_steps": result.eval_env_steps,
             "initial": initial.public,
             "final": final.public,
-            **({"preference_counts": result.counts.as_dict()} if hasattr(result, "counts") else {}),
+            **({"preference_counts": result.counts.as_dict()} if result.counts is not None else {}),
         }

@@ -3,25 +3,19 @@
 import io
 import json
 from contextlib import redirect_stdout
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
+from tests.conftest import compose_config
 from tests.data.test_curriculum import validation_layout_rows
-from travel.algorithms.budgets import BudgetError, algorithm_budget
+from travel.algorithms.config import AlgorithmConfigError
+from travel.algorithms.registry import algorithm_config, spec_for
 from travel.algorithms.comparators import ComparatorConfigError
-from travel.algorithms.schedule import curriculum_schedule
 from travel.data.curriculum import ScalableCurriculum
 from travel.run import Run
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 ALGORITHMS = ("magrpo", "madpo", "madpo_iter", "marlhf", "marlhf_iter")
 
-
-def compose_config(*overrides):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +25,8 @@ def split():
 
 def budget(split, algorithm, *overrides):
     cfg = compose_config(f"algorithm={algorithm}", *overrides)
-    schedule = None
-    if algorithm == "magrpo":
-        a = cfg.algorithm
-        schedule = curriculum_schedule(
-            split,
-            num_train_epochs=a.num_train_epochs,
-            num_generations=a.num_generations,
-            rollout_buffer_size=a.rollout_buffer_size,
-            short_epochs=cfg.curriculum.short_epochs,
-        )
-    return algorithm_budget(cfg.algorithm, split, schedule)
+    config = algorithm_config(cfg.algorithm)
+    return spec_for(config).budget(config, split, cfg.curriculum.short_epochs)
 
 
 def test_magrpo_keeps_its_curriculum_schedule_and_collects_nothing(split):
@@ -107,7 +92,7 @@ def test_budgets_follow_the_options(split):
     ],
 )
 def test_options_that_cannot_work_are_named(split, algorithm, override, option):
-    with pytest.raises(BudgetError, match=option.replace(".", r"\.")):
+    with pytest.raises(AlgorithmConfigError, match=option.replace(".", r"\.")):
         budget(split, algorithm, override)
 
 

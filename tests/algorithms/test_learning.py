@@ -16,7 +16,7 @@ import statistics
 import pytest
 
 from tests.algorithms.learning_task import OPTIMUM, target_score, write_rows
-from tests.test_train_smoke import compose_config
+from tests.conftest import compose_config
 from travel.run import Run
 
 # Shared by every algorithm: the fixture rows (2 train, 1 eval), catalog values, two CPU threads.

@@ -282,15 +282,16 @@ def test_active_dropout_fails_at_construction_before_any_candidate_is_sampled(tm
 
 def test_counts_outside_the_dry_run_budget_are_reported():
     from travel.algorithms.budgets import Budget
-    from travel.algorithms.preference_loop import BudgetDrift, PreferenceCounts, PreferenceTrainResult, check_against_budget
+    from travel.algorithms.preference_loop import check_against_budget
+    from travel.algorithms.results import BudgetDrift, PreferenceCounts, TrainResult
 
     budget = Budget(
         algorithm="madpo", train_rows=2, collected_candidates=6, env_steps=16, env_steps_unit="pair_counted",
         env_steps_is_upper_bound=True, env_steps_by_phase={"dpo": 16}, optimizer_updates_per_agent=4,
         optimizer_updates_is_upper_bound=True, eval_env_steps=None, preference_pairs_upper_bound=4,
     )
-    within = PreferenceTrainResult(12, [3, 3], [], PreferenceCounts(collected_candidates=6, preference_pairs=3))
+    within = TrainResult(12, [3, 3], [], counts=PreferenceCounts(collected_candidates=6, preference_pairs=3))
     check_against_budget(budget, within)
-    over = PreferenceTrainResult(18, [5, 5], [], PreferenceCounts(collected_candidates=5, preference_pairs=3))
+    over = TrainResult(18, [5, 5], [], counts=PreferenceCounts(collected_candidates=5, preference_pairs=3))
     with pytest.raises(BudgetDrift, match=r"collected candidates 5 != 6; env steps 18 > 16; optimizer updates \[5, 5\] > 4"):
         check_against_budget(budget, over)

@@ -11,7 +11,8 @@ import torch
 
 from travel.agents.actors import Actor, ActorGroup, build_actors
 from travel.agents.devices import DeviceError, agent_devices
-from travel.algorithms.magrpo import BufferSample, MAGRPOTrainer, ScheduleDrift, group_advantages, value_loss_step
+from travel.algorithms.magrpo import BufferSample, MAGRPOTrainer, group_advantages, value_loss_step
+from travel.algorithms.results import BudgetDrift
 from travel.algorithms.rollout import JointRolloutSampler
 from travel.algorithms.schedule import Phase, TrainingSchedule
 
@@ -278,7 +279,7 @@ def test_counts_that_drift_from_the_schedule_fail(scripted_run):
     trainer = scripted_run.trainer
     result = trainer.train()
     trainer.schedule = TrainingSchedule(trainer.schedule.phases, 2, 1)  # would predict 8 updates, not 5
-    with pytest.raises(ScheduleDrift, match="the schedule predicts"):
+    with pytest.raises(BudgetDrift, match="the schedule predicts"):
         trainer._check_against_schedule(result)
 
 

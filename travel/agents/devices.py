@@ -36,6 +36,26 @@ def parse_device(text: Any, index: int) -> torch.device:
     return torch.device("cuda", device_index)
 
 
+def check_declared_device(option: str, text: Any, declared_gpus: int) -> None:
+    """A device option against the hardware option's declared GPU count (`hardware.num_gpus`), without
+    touching CUDA, so mode=dry catches it on any machine."""
+    where = f"{option}={text!r}"
+    if not isinstance(text, str) or not text.strip():
+        raise DeviceError(f"{where}: expected a device string such as 'cpu' or 'cuda:0'")
+    try:
+        device = torch.device(text.strip())
+    except (RuntimeError, ValueError) as exc:
+        raise DeviceError(f"{where}: not a device string ({exc})") from None
+    if device.type == "cpu":
+        return
+    if device.type != "cuda":
+        raise DeviceError(f"{where}: only 'cpu' and 'cuda:N' are supported")
+    index = 0 if device.index is None else device.index
+    if index >= declared_gpus:
+        gpus = "no GPU" if declared_gpus == 0 else f"{declared_gpus} GPU(s), cuda:0..cuda:{declared_gpus - 1}"
+        raise DeviceError(f"{where}: the hardware option declares {gpus} (hardware.num_gpus)")
+
+
 def agent_devices(devices: Sequence[Any], parallel_training: str = "none") -> tuple[torch.device, ...]:
     """Both agents' devices, checked; `parallel_training=per_device` needs two different devices."""
     if isinstance(devices, str) or len(devices) != 2:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from travel.algorithms.comparators import ComparatorConfigError, ComparatorRolePolicy, vocabulary_mismatch
+from travel.algorithms.preferences import DECENTRALIZED
 
 
 CENTRAL_SYSTEM_PROMPT = (
@@ -36,7 +37,7 @@ class CentralTeacherSource:
     under the role's JSON skeleton, so its exact token ids and value mask are also a continuation of that
     actor's own prompt: the projection keeps the teacher's tokens, with no re-tokenization."""
 
-    kind = "decentralized"
+    kind = DECENTRALIZED  # its candidates train the two role actors, one token sequence per role
 
     def __init__(
         self, actors: Sequence[Any], teacher_model: Any, generator: Any, batch_size: int, teacher_agent_index: int = 0

@@ -26,7 +26,6 @@ from travel.algorithms.policy_checkpoints import PolicyCheckpoints
 
 POLICIES = ("none", "current_copy", "history", "model")
 GENERATION_MODES = ("decentralized", "centralized")
-ITERATIVE_ALGORITHMS = ("madpo_iter", "marlhf_iter")
 
 
 class ComparatorConfigError(ValueError):
@@ -48,15 +47,16 @@ class ComparatorSpec:
         return self.policy != "none"
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "ComparatorSpec":
-        """From the composed config (`algorithm`, `comparator`, `generation_mode` nodes)."""
+    def from_config(cls, cfg: Any, algorithm: Any) -> "ComparatorSpec":
+        """From the composed config's `comparator` and `generation_mode` nodes and the typed algorithm config."""
         from omegaconf import OmegaConf
 
-        algorithm = cfg.algorithm
+        from travel.algorithms.registry import registered
+
         comparator = cfg.get("comparator") or {"name": "none", "policy": "none"}
         mode_node = cfg.get("generation_mode") or {"name": "decentralized"}
         name, policy, mode = str(comparator["name"]), str(comparator["policy"]), str(mode_node["name"])
-        iterative = algorithm.get("num_iterations") is not None
+        iterative = algorithm.iterative
         if policy not in POLICIES:
             raise ComparatorConfigError(f"comparator.policy={policy!r}: choose one of {', '.join(POLICIES)}")
         if mode not in GENERATION_MODES:
@@ -68,7 +68,7 @@ class ComparatorSpec:
             )
         if not iterative and policy != "none":
             raise ComparatorConfigError(
-                f"comparator={name} needs an iterative algorithm ({', '.join(ITERATIVE_ALGORITHMS)}); "
+                f"comparator={name} needs an iterative algorithm ({', '.join(registered(iterative=True))}); "
                 f"algorithm={algorithm.name} has no comparator refresh: use comparator=none"
             )
         if mode == "centralized" and policy == "none":
@@ -93,7 +93,7 @@ class ComparatorSpec:
                 )
         devices: tuple[str, ...] = ()
         if policy != "none":
-            raw = algorithm.get("comparator_devices")
+            raw = algorithm.comparator_devices
             if raw is None or isinstance(raw, str) or len(raw) != 2:
                 raise ComparatorConfigError(f"algorithm.comparator_devices={raw!r}: give one device per role")
             devices = tuple(str(d) for d in raw)

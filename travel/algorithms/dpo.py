@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import torch
 from torch import nn
 
+from travel.generation.model_io import model_device
+
 if TYPE_CHECKING:
     from travel.algorithms.preferences import PreferenceBatch
 
@@ -115,13 +117,6 @@ def one_by_one(logprob: SequenceLogprob) -> GroupLogprob:
         return torch.stack([torch.as_tensor(logprob(model, prompt_ids, i, m, device)) for i, m in zip(ids, masks)])
 
     return group
-
-
-def model_device(model: Any) -> torch.device:
-    try:
-        return next(model.parameters()).device
-    except (StopIteration, AttributeError):
-        return torch.device("cpu")
 
 
 def _pair_logprobs(model: Any, batch: "PreferenceBatch", pair: Any, role: int, logprob: GroupLogprob) -> torch.Tensor:

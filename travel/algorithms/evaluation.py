@@ -8,14 +8,13 @@ Results are logged and returned; nothing here selects a stage or a checkpoint.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tqdm.auto import tqdm
 
+from travel.io import write_json_atomic
 from travel.logging.eval_aggregation import anchor_and_full_metrics, sample_record
 
 if TYPE_CHECKING:
@@ -131,7 +130,4 @@ def write_eval_final(point: EvalPoint, path: Path, panel_size: int) -> None:
         "eval_full": full,
         "samples": point.samples,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    write_json_atomic(path, payload, indent=2)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from travel.generation.model_io import model_device
+
 IdSequence = Sequence[int] | torch.Tensor
 NON_FINITE_LOSS = 0.1  # what a NaN/Inf loss is replaced by (a constant: no gradient reaches the model)
 
@@ -30,13 +32,6 @@ def _as_ids(values: IdSequence, device: torch.device) -> torch.Tensor:
 def _as_mask(values: IdSequence, device: torch.device) -> torch.Tensor:
     tensor = values if isinstance(values, torch.Tensor) else torch.tensor([bool(v) for v in values])
     return tensor.reshape(-1).to(device=device, dtype=torch.bool)
-
-
-def _device(model: Any) -> torch.device:
-    try:
-        return next(model.parameters()).device
-    except (StopIteration, AttributeError):
-        return torch.device("cpu")
 
 
 def _backbone_and_head(model: Any) -> tuple[Any, Any] | None:
@@ -77,7 +72,7 @@ def _checked(model: Any, prompt_ids, completion_ids, value_mask):
         raise ValueError(
             f"got {len(prompt_ids)} prompts, {len(completion_ids)} completions and {len(value_mask)} value masks"
         )
-    device = _device(model)
+    device = model_device(model)
     prompts = [_as_ids(p, device) for p in prompt_ids]
     completions = [_as_ids(c, device) for c in completion_ids]
     masks = [_as_mask(m, device) for m in value_mask]

@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
+from travel.algorithms.budgets import madpo_budget
+from travel.algorithms.config import AlgorithmConfig, CollectionOptions, DPOOptions, IterativeOptions
 from travel.algorithms.dpo import (
-    DEFAULT_BETA,
     DPOStep,
     GroupLogprob,
     check_zero_dropout,
     joint_dpo_update,
     packed_logprobs,
 )
+from travel.algorithms.registry import AlgorithmSpec, TrainingParts, register
+from travel.algorithms.results import TrainResult
 from travel.algorithms.preference_loop import (
     EvalGate,
     PreferenceRun,
-    PreferenceTrainResult,
     check_against_budget,
     format_preference_report,
     require_pairs,
@@ -42,22 +45,35 @@ if TYPE_CHECKING:
     from travel.data.row import TravelRow
 
 
-def _positive_int(algorithm: Mapping[str, Any], key: str) -> int:
-    value = algorithm.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"algorithm.{key}={value!r}: expected an integer >= 1")
-    return value
+@dataclass(frozen=True)
+class MADPOConfig(DPOOptions, CollectionOptions, AlgorithmConfig):
+    """conf/algorithm/madpo.yaml."""
+
+    name: str = "madpo"
+    num_train_epochs: int = 7
+
+
+@dataclass(frozen=True)
+class MADPOIterConfig(IterativeOptions, MADPOConfig):
+    """conf/algorithm/madpo_iter.yaml (num_train_epochs per iteration)."""
+
+    name: str = "madpo_iter"
+    num_train_epochs: int = 1
+    pair_selection: str = "comparator_reward"
 
 
 class MADPOTrainer:
-    """Collect task-reward preferences once, then joint DPO over the fixed pair set."""
+    """Collect task-reward preferences once, then joint DPO over the fixed pair set. `algorithm` is the typed
+    config, or a mapping of its options."""
+
+    config_class: type[MADPOConfig] = MADPOConfig
 
     def __init__(
         self,
         *,
         actors: Any,
         evaluator: "Evaluator",
-        algorithm: Mapping[str, Any],
+        algorithm: MADPOConfig | Mapping[str, Any],
         reward_config: Any,
         train_rows: Sequence["TravelRow"],
         seed: int = 0,
@@ -70,23 +86,22 @@ class MADPOTrainer:
         progress: bool = True,
         **unused: Any,
     ):
+        config = self.config_class.from_mapping(algorithm)
         self.actors = actors
         self.evaluator = evaluator
         self.tracker = tracker
-        self.algorithm = algorithm
-        self.num_train_epochs = _positive_int(algorithm, "num_train_epochs")
-        self.train_batch_size = _positive_int(algorithm, "train_batch_size")
-        self.eval_every_updates = _positive_int(algorithm, "eval_every_updates")
-        self.steps_per_pair = _positive_int(algorithm, "environment_steps_per_pair")
-        self.beta = float(algorithm.get("dpo_beta", DEFAULT_BETA))
-        if not self.beta > 0:
-            raise ValueError(f"algorithm.dpo_beta={self.beta}: must be > 0")
+        self.algorithm = config
+        self.num_train_epochs = config.num_train_epochs
+        self.train_batch_size = config.train_batch_size
+        self.eval_every_updates = config.eval_every_updates
+        self.steps_per_pair = config.environment_steps_per_pair
+        self.beta = config.dpo_beta
         self.run = PreferenceRun(
             actors=actors,
             evaluator=evaluator,
             tracker=tracker,
             run_dir=run_dir,
-            algorithm=algorithm,
+            algorithm=config,
             reward_config=reward_config,
             train_rows=train_rows,
             seed=seed,
@@ -136,7 +151,7 @@ class MADPOTrainer:
 
     # -- the run ----------------------------------------------------------------------------------------------
 
-    def train(self) -> PreferenceTrainResult:
+    def train(self) -> TrainResult:
         self.run.start()
         self.gate.periodic(self.env_step)  # the baseline, before any preference is collected
         self._train_iterations()
@@ -149,8 +164,8 @@ class MADPOTrainer:
         require_pairs(len(collection.batch), collection.collected_candidates, self.run.name)
         self.train_pairs(collection.batch, self.num_train_epochs)
 
-    def _finish(self) -> PreferenceTrainResult:
-        result = PreferenceTrainResult(
+    def _finish(self) -> TrainResult:
+        result = TrainResult(
             env_steps=self.env_step,
             optimizer_updates=[self.updates] * len(self.actors.actors),
             evaluations=list(self.evaluator.history),
@@ -164,10 +179,7 @@ class MADPOTrainer:
 class MADPOIterTrainer(MADPOTrainer):
     """num_iterations refreshes of (collect with the comparator, store, replay-sample, log, DPO epochs)."""
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
-        if not self.run.iterative:
-            raise ValueError("algorithm.num_iterations is required for MADPO-iter")
+    config_class = MADPOIterConfig
 
     def _train_iterations(self) -> None:
         for iteration in range(1, self.run.num_iterations + 1):
@@ -177,3 +189,23 @@ class MADPOIterTrainer(MADPOTrainer):
             if len(sample):
                 self.train_pairs(sample, self.num_train_epochs)
             self.run.end_iteration(iteration)
+
+
+def build_madpo(config: MADPOConfig, parts: TrainingParts) -> MADPOTrainer:
+    trainer = MADPOIterTrainer if config.iterative else MADPOTrainer
+    return trainer(
+        actors=parts.actors,
+        evaluator=parts.evaluator,
+        algorithm=config,
+        reward_config=parts.reward_config,
+        train_rows=parts.split.train,
+        seed=parts.seed,
+        tracker=parts.tracker,
+        run_dir=parts.run_dir,
+        comparator_spec=parts.comparator_spec,
+        score=parts.score,
+    )
+
+
+register(AlgorithmSpec("madpo", MADPOConfig, budget=madpo_budget, build_trainer=build_madpo))
+register(AlgorithmSpec("madpo_iter", MADPOIterConfig, budget=madpo_budget, build_trainer=build_madpo))

@@ -12,18 +12,23 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from tqdm.auto import tqdm
 
+from travel.algorithms.budgets import magrpo_budget, magrpo_schedule
+from travel.algorithms.config import ADVANTAGE_MODES, AlgorithmConfig, OnlineOptions
+from travel.algorithms.registry import AlgorithmSpec, TrainingParts, register
+from travel.algorithms.results import BudgetDrift, TrainResult
+
 if TYPE_CHECKING:
-    from travel.algorithms.evaluation import EvalPoint, Evaluator
+    from travel.algorithms.evaluation import Evaluator
     from travel.algorithms.rollout import Candidate, JointRollout, JointRolloutSampler
     from travel.algorithms.schedule import TrainingSchedule
 
-ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
 NORMALISATION_EPS = 1e-6
 
 
@@ -67,18 +72,6 @@ class BufferSample:
     advantages: tuple[float, ...]
     reward_mean: float
     env_step: int
-
-
-@dataclass
-class TrainResult:
-    env_steps: int
-    optimizer_updates: list[int]
-    evaluations: list["EvalPoint"] = field(repr=False)
-    epochs: int = 0
-
-    @property
-    def eval_env_steps(self) -> list[int]:
-        return [point.env_step for point in self.evaluations]
 
 
 def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool = True) -> float:
@@ -127,10 +120,6 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool
     return total
 
 
-class ScheduleDrift(RuntimeError):
-    """The trainer's counts differ from the schedule the dry run reported."""
-
-
 class MAGRPOTrainer:
     """Runs the MAGRPO loop over a schedule. `actors` updates its agents through `update_each(step_fn)`;
     the rollout seam, evaluator and tracker are injected so tests can script any of them."""
@@ -144,11 +133,11 @@ class MAGRPOTrainer:
         evaluator: "Evaluator",
         tracker: Any = None,
         run_dir: Optional[str | Path] = None,
-        advantage_mode: str = "mean",
-        advantage_normalization: bool = False,
-        logging_steps: int = 20,
+        advantage_mode: str = OnlineOptions.advantage_mode,
+        advantage_normalization: bool = OnlineOptions.advantage_normalization,
+        logging_steps: int = OnlineOptions.logging_steps,
         progress: bool = True,
-        on_epoch_start: Optional[Callable[[int], None]] = None,
+        upload_turn_metrics: bool = True,
         **unused: Any,
     ):
         if advantage_mode not in ADVANTAGE_MODES:
@@ -165,7 +154,9 @@ class MAGRPOTrainer:
         self.advantage_normalization = bool(advantage_normalization)
         self.logging_steps = int(logging_steps)
         self.progress = progress
-        self.on_epoch_start = on_epoch_start
+        # MAGRPO uploads turn_1/*; the preference runs (MARLHF online phase) keep them in metrics.jsonl only
+        self.upload_turn_metrics = upload_turn_metrics
+        self.epochs = schedule.epochs()
         self.num_agents = 2
         self.optimizer_updates = [0] * self.num_agents
         self._buffer: list[tuple["JointRollout", list[float]]] = []
@@ -174,33 +165,44 @@ class MAGRPOTrainer:
     # -- the loop -------------------------------------------------------------------------------------------------
 
     def train(self) -> TrainResult:
-        schedule = self.schedule
-        num_generations = schedule.num_generations
-        epochs = schedule.epochs()
-        bar = tqdm(total=schedule.env_steps, desc="train env steps", unit="step", disable=not self.progress)
+        with self.progress_bar():
+            for epoch_index in range(len(self.epochs)):
+                self.train_epoch(epoch_index)
+        return self.finish()
+
+    @contextmanager
+    def progress_bar(self) -> Iterator[None]:
+        """The env-step bar that `train_epoch` advances; a driver that runs its own loop (MARLHF-iter) opens it."""
+        self._bar = tqdm(total=self.schedule.env_steps, desc="train env steps", unit="step", disable=not self.progress)
         try:
-            for epoch_index, (phase, rows) in enumerate(epochs):
-                if self.on_epoch_start is not None:  # e.g. MARLHF-iter's collection and reward-model refit
-                    self.on_epoch_start(epoch_index)
-                if epoch_index % schedule.eval_every_epochs == 0:
-                    self.evaluator.periodic(self.sampler.env_step)
-                # A buffer's rows are sampled by the same weights, so they are sampled together.
-                size = schedule.rollout_buffer_size
-                for start in range(0, len(rows), size):
-                    for rollout in self.sampler.rollouts(rows[start : start + size], num_generations):
-                        advantages = group_advantages(rollout.rewards, self.advantage_mode, self.advantage_normalization)
-                        self._buffer.append((rollout, advantages))
-                        bar.update(rollout.num_joint_actions)
-                    bar.set_postfix(epoch=f"{epoch_index + 1}/{len(epochs)}", phase=phase, refresh=False)
-                    self._process_buffer(phase)
+            yield
         finally:
-            bar.close()
+            self._bar.close()
+
+    def train_epoch(self, epoch_index: int) -> None:
+        """One epoch of the schedule: its anchor evaluation when due, then its buffers, one update per buffer."""
+        phase, rows = self.epochs[epoch_index]
+        schedule = self.schedule
+        if epoch_index % schedule.eval_every_epochs == 0:
+            self.evaluator.periodic(self.sampler.env_step)
+        # A buffer's rows are sampled by the same weights, so they are sampled together.
+        size = schedule.rollout_buffer_size
+        for start in range(0, len(rows), size):
+            for rollout in self.sampler.rollouts(rows[start : start + size], schedule.num_generations):
+                advantages = group_advantages(rollout.rewards, self.advantage_mode, self.advantage_normalization)
+                self._buffer.append((rollout, advantages))
+                self._bar.update(rollout.num_joint_actions)
+            self._bar.set_postfix(epoch=f"{epoch_index + 1}/{len(self.epochs)}", phase=phase, refresh=False)
+            self._process_buffer(phase)
+
+    def finish(self) -> TrainResult:
+        """The terminal evaluation, and the check that the run's counts are the schedule's."""
         self.evaluator.terminal(self.sampler.env_step, self.run_dir)
         result = TrainResult(
             env_steps=self.sampler.env_step,
             optimizer_updates=list(self.optimizer_updates),
             evaluations=list(self.evaluator.history),
-            epochs=len(epochs),
+            epochs=len(self.epochs),
         )
         self._check_against_schedule(result)
         return result
@@ -213,7 +215,7 @@ class MAGRPOTrainer:
         )
         actual = (result.env_steps, result.optimizer_updates, result.eval_env_steps)
         if actual != expected:
-            raise ScheduleDrift(
+            raise BudgetDrift(
                 f"training produced (env steps, updates per agent, eval env steps) = {actual}, "
                 f"but the schedule predicts {expected}"
             )
@@ -267,7 +269,7 @@ class MAGRPOTrainer:
             record.update({"turn_1/reward_mean": reward_mean, "turn_1/expected_return": reward_mean})
             self._last_turn_log = env_step
         if self.tracker is not None:
-            self.tracker.log(record, env_step=env_step)
+            self.tracker.log(record, env_step=env_step, upload=self.upload_turn_metrics)
 
     def _entropy_estimates(self) -> dict[str, float]:
         """Per agent, minus the mean length-normalised log-prob of its sampled candidates: a Monte-Carlo estimate
@@ -300,3 +302,29 @@ class MAGRPOTrainer:
         if self._last_turn_log is None:
             return True
         return env_step > self._last_turn_log and env_step - self._last_turn_log >= self.logging_steps
+
+
+@dataclass(frozen=True)
+class MAGRPOConfig(OnlineOptions, AlgorithmConfig):
+    """conf/algorithm/magrpo.yaml."""
+
+    name: str = "magrpo"
+    num_train_epochs: int = 25
+    use_short_phase: bool = True
+
+
+def build_magrpo(config: MAGRPOConfig, parts: TrainingParts) -> MAGRPOTrainer:
+    return MAGRPOTrainer(
+        schedule=magrpo_schedule(config, parts.split, parts.short_epochs),
+        sampler=parts.sampler,
+        actors=parts.actors,
+        evaluator=parts.evaluator,
+        tracker=parts.tracker,
+        run_dir=parts.run_dir,
+        advantage_mode=config.advantage_mode,
+        advantage_normalization=config.advantage_normalization,
+        logging_steps=config.logging_steps,
+    )
+
+
+register(AlgorithmSpec("magrpo", MAGRPOConfig, budget=magrpo_budget, build_trainer=build_magrpo))

@@ -8,6 +8,9 @@ num_train_epochs-th online epoch it collects target and comparator candidates, s
 shard, draws a lambda-decay replay sample, logs iter/* and the reward distributions, and refits a fresh
 reward model from the base weights on that sample.
 
+MARLHF-iter owns its loop: per iteration it collects, fits, then runs its num_train_epochs MAGRPO epochs
+through the MAGRPO trainer's `train_epoch`.
+
 Only the training rollouts are scored by the reward model (through their own rollout sampler); the evaluator
 keeps the run's task-reward sampler, so every eval/* point is the task reward and its metrics. env_step counts
 online joint actions; collection does not advance it.
@@ -16,14 +19,23 @@ online joint actions; collection does not advance it.
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
+from travel.algorithms.budgets import marlhf_budget
+from travel.algorithms.config import (
+    AlgorithmConfig,
+    AlgorithmConfigError,
+    CollectionOptions,
+    IterativeOptions,
+    OnlineOptions,
+    RewardModelOptions,
+)
 from travel.algorithms.preference_loop import (
     PreferenceRun,
-    PreferenceTrainResult,
     TrainRows,
     check_against_budget,
     format_preference_report,
@@ -39,6 +51,8 @@ from travel.algorithms.reward_model import (
     load_pretrained_base,
     release_memory,
 )
+from travel.algorithms.registry import AlgorithmSpec, TrainingParts, register
+from travel.algorithms.results import TrainResult
 
 if TYPE_CHECKING:
     from travel.algorithms.comparators import ComparatorSpec
@@ -48,6 +62,31 @@ if TYPE_CHECKING:
     from travel.reward import RewardResult
 
 
+@dataclass(frozen=True)
+class MARLHFConfig(RewardModelOptions, OnlineOptions, CollectionOptions, AlgorithmConfig):
+    """conf/algorithm/marlhf.yaml."""
+
+    name: str = "marlhf"
+    num_train_epochs: int = 21
+
+
+@dataclass(frozen=True)
+class MARLHFIterConfig(IterativeOptions, MARLHFConfig):
+    """conf/algorithm/marlhf_iter.yaml (num_train_epochs per iteration)."""
+
+    name: str = "marlhf_iter"
+    num_train_epochs: int = 3
+    pair_selection: str = "comparator_reward"
+    preference_scoring_reward: str = "task"
+
+    def validate(self) -> None:
+        super().validate()
+        if self.preference_scoring_reward != "task":
+            raise AlgorithmConfigError(
+                f"algorithm.preference_scoring_reward={self.preference_scoring_reward!r}: preferences are labelled "
+                f"by the task reward only"
+            )
+
 
 def role_prompts(actors: Any, row: "TravelRow") -> list[str]:
     """The rendered prompt text of each role for `row` (the reward model strips the assistant prefill)."""
@@ -55,7 +94,10 @@ def role_prompts(actors: Any, row: "TravelRow") -> list[str]:
 
 
 class MARLHFTrainer:
-    """Collect once, fit the reward model once, then the MAGRPO online phase on the learned reward."""
+    """Collect once, fit the reward model once, then the MAGRPO online phase on the learned reward. `algorithm`
+    is the typed config, or a mapping of its options."""
+
+    config_class: type[MARLHFConfig] = MARLHFConfig
 
     def __init__(
         self,
@@ -63,7 +105,7 @@ class MARLHFTrainer:
         sampler: Any,
         actors: Any,
         evaluator: "Evaluator",
-        algorithm: Mapping[str, Any],
+        algorithm: MARLHFConfig | Mapping[str, Any],
         reward_config: Any,
         train_rows: Sequence["TravelRow"],
         seed: int = 0,
@@ -81,9 +123,7 @@ class MARLHFTrainer:
         from travel.algorithms.budgets import online_schedule
         from travel.algorithms.rollout import JointRolloutSampler
 
-        scoring = str(algorithm.get("preference_scoring_reward") or "task")
-        if scoring != "task":
-            raise ValueError(f"algorithm.preference_scoring_reward={scoring!r}: preferences are labelled by the task reward only")
+        algorithm = config = self.config_class.from_mapping(algorithm)
         self.actors = actors
         self.evaluator = evaluator
         self.tracker = tracker
@@ -104,20 +144,20 @@ class MARLHFTrainer:
             progress=progress,
         )
         self.budget = self.run.budget()
-        self.epochs_per_iteration = int(algorithm["num_train_epochs"])
+        self.epochs_per_iteration = config.num_train_epochs
         self.schedule = online_schedule(algorithm, TrainRows(tuple(train_rows)), self.run.num_iterations * self.epochs_per_iteration)
         self.rows_by_index = {row.source_index: row for row in train_rows}
         self.fit_settings = RewardFitSettings(
-            learning_rate=float(algorithm.get("reward_learning_rate", 1e-5)),
-            num_epochs=int(algorithm.get("reward_num_train_epochs", 1)),
-            batch_size=int(algorithm.get("reward_train_batch_size", 1)),
+            learning_rate=config.reward_learning_rate,
+            num_epochs=config.reward_num_train_epochs,
+            batch_size=config.reward_train_batch_size,
             seed=int(seed),
         )
-        self.reward_device = str(algorithm.get("reward_model_device") or "cpu")
-        self.reward_max_length = int(algorithm.get("reward_max_length", 32768))
-        self.freeze_backbone = bool(algorithm.get("reward_freeze_backbone", False))
+        self.reward_device = config.reward_model_device
+        self.reward_max_length = config.reward_max_length
+        self.freeze_backbone = config.reward_freeze_backbone
         self.gradient_checkpointing = bool(gradient_checkpointing)
-        self.load_reward_base = reward_base_loader or self._base_loader(algorithm, model_factory)
+        self.load_reward_base = reward_base_loader or self._base_loader(config.reward_model_name, model_factory)
         self.reward_model: Optional[JointRewardModel] = None
         # training rollouts only: the evaluator keeps the task-reward sampler it was built with
         self.learned_sampler = JointRolloutSampler(
@@ -129,8 +169,7 @@ class MARLHFTrainer:
         )
 
     @staticmethod
-    def _base_loader(algorithm: Mapping[str, Any], model_factory: Optional[Callable[..., Any]]) -> Callable[[], tuple[Any, Any]]:
-        name = algorithm.get("reward_model_name")
+    def _base_loader(name: Optional[str], model_factory: Optional[Callable[..., Any]]) -> Callable[[], tuple[Any, Any]]:
         if name:
             return lambda: load_pretrained_base(str(name))
         if model_factory is None:
@@ -193,7 +232,7 @@ class MARLHFTrainer:
 
     # -- the run ----------------------------------------------------------------------------------------------
 
-    def _magrpo(self, on_epoch_start: Optional[Callable[[int], None]] = None) -> Any:
+    def _magrpo(self) -> Any:
         from travel.algorithms.magrpo import MAGRPOTrainer
 
         return MAGRPOTrainer(
@@ -203,20 +242,20 @@ class MARLHFTrainer:
             evaluator=self.evaluator,
             tracker=self.tracker,
             run_dir=self.run.run_dir,
-            advantage_mode=str(self.algorithm.get("advantage_mode", "mean")),
-            advantage_normalization=bool(self.algorithm.get("advantage_normalization", False)),
-            logging_steps=int(self.algorithm.get("logging_steps", 20)),
+            advantage_mode=self.algorithm.advantage_mode,
+            advantage_normalization=self.algorithm.advantage_normalization,
+            logging_steps=self.algorithm.logging_steps,
             progress=self.progress,
-            on_epoch_start=on_epoch_start,
+            upload_turn_metrics=False,  # preference runs upload eval/* and iter/* only
         )
 
-    def train(self) -> PreferenceTrainResult:
+    def train(self) -> TrainResult:
         self.run.start()
         try:
             online = self._train_online()
         finally:
             self.learned_sampler.close()
-        result = PreferenceTrainResult(
+        result = TrainResult(
             env_steps=online.env_steps,
             optimizer_updates=list(online.optimizer_updates),
             evaluations=list(online.evaluations),
@@ -234,18 +273,12 @@ class MARLHFTrainer:
 
 
 class MARLHFIterTrainer(MARLHFTrainer):
-    """Before every num_train_epochs-th online epoch: collect with the comparator, replay-sample, refit."""
+    """num_iterations of: collect with the comparator, replay-sample, refit, then num_train_epochs online epochs."""
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
-        if not self.run.iterative:
-            raise ValueError("algorithm.num_iterations is required for MARLHF-iter")
+    config_class = MARLHFIterConfig
 
-    def refresh(self, epoch_index: int) -> None:
-        """The iteration boundary, called by the MAGRPO loop before each epoch's evaluation."""
-        if epoch_index % self.epochs_per_iteration:
-            return
-        iteration = epoch_index // self.epochs_per_iteration + 1
+    def refresh(self, iteration: int) -> None:
+        """The iteration boundary: checkpoint for the comparator, collect, replay-sample, log, refit."""
         if iteration > 1:
             self.run.end_iteration(iteration - 1)
         collection = self.run.collect(iteration)
@@ -256,4 +289,34 @@ class MARLHFIterTrainer(MARLHFTrainer):
         self.fit(sample, iteration)
 
     def _train_online(self) -> Any:
-        return self._magrpo(on_epoch_start=self.refresh).train()
+        magrpo = self._magrpo()
+        k = self.epochs_per_iteration
+        with magrpo.progress_bar():
+            for iteration in range(1, self.run.num_iterations + 1):
+                self.refresh(iteration)
+                for epoch_index in range((iteration - 1) * k, iteration * k):
+                    magrpo.train_epoch(epoch_index)
+        return magrpo.finish()
+
+
+def build_marlhf(config: MARLHFConfig, parts: TrainingParts) -> MARLHFTrainer:
+    trainer = MARLHFIterTrainer if config.iterative else MARLHFTrainer
+    return trainer(
+        sampler=parts.sampler,
+        actors=parts.actors,
+        evaluator=parts.evaluator,
+        algorithm=config,
+        reward_config=parts.reward_config,
+        train_rows=parts.split.train,
+        seed=parts.seed,
+        tracker=parts.tracker,
+        run_dir=parts.run_dir,
+        comparator_spec=parts.comparator_spec,
+        model_factory=parts.model_factory,
+        gradient_checkpointing=parts.gradient_checkpointing,
+        score=parts.score,
+    )
+
+
+register(AlgorithmSpec("marlhf", MARLHFConfig, budget=marlhf_budget, build_trainer=build_marlhf))
+register(AlgorithmSpec("marlhf_iter", MARLHFIterConfig, budget=marlhf_budget, build_trainer=build_marlhf))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
+
+from travel.io import torch_save_atomic
 
 
 def _cpu_state(model: Any) -> dict[str, Any]:
@@ -29,19 +29,8 @@ class PolicyCheckpoints:
 
     def save(self, iteration: int, models: Sequence[Any]) -> None:
         """Checkpoint the actors as they are at the end of `iteration` (0: before training)."""
-        import torch
-
         for agent_id, model in enumerate(models):
-            path = self.path(iteration, agent_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            os.close(handle)
-            try:
-                torch.save(_cpu_state(model), temporary)
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            torch_save_atomic(self.path(iteration, agent_id), _cpu_state(model))
         self._prune(iteration + 1)
 
     def _prune(self, next_iteration: int) -> None:

@@ -7,18 +7,15 @@ reward, train rows, seed, comparator spec). `collect(iteration)` samples and lab
 shard and returns them; `training_sample(...)` draws the pairs an iteration trains on (lambda-decay replay);
 `log_iteration(...)` writes the iteration's reward distributions and iter/* counters.
 
-Counting units (SEED.md "MAPL preference algorithms"): collected candidates are joint candidates sampled to
-label preferences (never env steps); preference pairs are the new non-tied pairs selected; trained pairs are
-the pairs an update consumed (replayed pairs included); replayed pairs are those drawn from an earlier
-iteration's shard.
+Counting units: travel/algorithms/results.py.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from travel.algorithms.preferences import (
     DECENTRALIZED,
@@ -29,11 +26,13 @@ from travel.algorithms.preferences import (
     collect_preferences,
 )
 from travel.algorithms.replay import ReplayStore
+from travel.algorithms.results import BudgetDrift, PreferenceCounts, TrainResult
 
 if TYPE_CHECKING:
     from travel.algorithms.budgets import Budget
     from travel.algorithms.comparators import Comparator, ComparatorSpec
-    from travel.algorithms.evaluation import EvalPoint, Evaluator
+    from travel.algorithms.config import AlgorithmConfig
+    from travel.algorithms.evaluation import Evaluator
     from travel.data.row import TravelRow
 
 REPLAY_DIR = "preference_replay"
@@ -42,10 +41,6 @@ CHECKPOINT_DIR = "policy_checkpoints"
 
 class NoPreferencePairs(RuntimeError):
     """Every comparison of the run tied: no pair, so no training happened."""
-
-
-class BudgetDrift(RuntimeError):
-    """A training count left the dry run's budget (travel.algorithms.budgets)."""
 
 
 def require_pairs(pairs: int, collected_candidates: int, algorithm: str) -> None:
@@ -57,34 +52,7 @@ def require_pairs(pairs: int, collected_candidates: int, algorithm: str) -> None
         )
 
 
-@dataclass
-class PreferenceCounts:
-    collected_candidates: int = 0
-    preference_pairs: int = 0
-    trained_pairs: int = 0
-    replayed_pairs: int = 0
-    reward_model_updates: int = 0
-    iterations: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(vars(self))
-
-
-@dataclass
-class PreferenceTrainResult:
-    """What a preference trainer returns; shaped like MAGRPO's TrainResult for the run's report."""
-
-    env_steps: int
-    optimizer_updates: list[int]
-    evaluations: list["EvalPoint"] = field(repr=False)
-    counts: PreferenceCounts = field(default_factory=PreferenceCounts)
-
-    @property
-    def eval_env_steps(self) -> list[int]:
-        return [point.env_step for point in self.evaluations]
-
-
-def format_preference_report(algorithm: str, result: PreferenceTrainResult, budget: Optional["Budget"] = None) -> str:
+def format_preference_report(algorithm: str, result: TrainResult, budget: Optional["Budget"] = None) -> str:
     counts = result.counts
     lines = [
         f"{algorithm}: preference training finished",
@@ -104,7 +72,7 @@ def format_preference_report(algorithm: str, result: PreferenceTrainResult, budg
     return "\n".join(lines)
 
 
-def check_against_budget(budget: "Budget", result: PreferenceTrainResult, num_agents: int = 2) -> None:
+def check_against_budget(budget: "Budget", result: TrainResult, num_agents: int = 2) -> None:
     """Exact budget figures must match; upper bounds must hold."""
     problems = []
     if result.counts.collected_candidates != budget.collected_candidates:
@@ -153,11 +121,6 @@ class EvalGate:
         self.evaluator.terminal(env_step, run_dir)
 
 
-def _option(algorithm: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    value = algorithm.get(key, default) if hasattr(algorithm, "get") else getattr(algorithm, key, default)
-    return default if value is None else value
-
-
 def declared_reward_range(reward_config: Any) -> tuple[float, float]:
     """The task reward's declared [min, max] (the distributions' x range), whatever form the config takes."""
     from travel.reward import DEFAULT_CONFIG, RewardConfig
@@ -196,7 +159,7 @@ class PreferenceRun:
         evaluator: "Evaluator",
         tracker: Any,
         run_dir: Optional[str | Path],
-        algorithm: Mapping[str, Any],
+        algorithm: "AlgorithmConfig",
         reward_config: Any,
         train_rows: Sequence["TravelRow"],
         seed: int,
@@ -212,16 +175,16 @@ class PreferenceRun:
         self.tracker = tracker
         self.run_dir = Path(run_dir) if run_dir is not None else Path("outputs") / "unnamed"
         self.algorithm = algorithm
-        self.name = str(_option(algorithm, "name", "preference"))
+        self.name = algorithm.name
         self.reward_config = reward_config
         self.train_rows = tuple(train_rows)
         self.seed = int(seed)
         self.score = score
         self.progress = progress
-        self.iterative = _option(algorithm, "num_iterations") is not None
-        self.num_iterations = int(_option(algorithm, "num_iterations", 1))
-        self.settings = PreferenceSettings.from_algorithm(algorithm, with_comparator=self.iterative)
-        self.batch_size = int(_option(algorithm, "preference_generation_batch_size", 1))
+        self.iterative = algorithm.iterative
+        self.num_iterations = algorithm.num_iterations if self.iterative else 1  # type: ignore[attr-defined]
+        self.settings = PreferenceSettings.from_config(algorithm)
+        self.batch_size = algorithm.preference_generation_batch_size  # type: ignore[attr-defined]
         self.target = RolePoliciesSource(list(actors.actors), self.batch_size)
         self.replay = ReplayStore(self.run_dir / REPLAY_DIR, DECENTRALIZED)
         self.rng = random.Random(self.seed)
@@ -293,13 +256,13 @@ class PreferenceRun:
 
     def training_sample(self, iteration: int, new_pairs: int) -> PreferenceBatch:
         """The pairs iteration `iteration` trains on, drawn from every stored shard (lambda-decay by default)."""
-        size = _option(self.algorithm, "preference_replay_sample_size")
+        config = self.algorithm
         sample = self.replay.sample(
             new_pairs,
             self.rng,
-            str(_option(self.algorithm, "preference_replay_mode", "lambda_decay")),
-            _option(self.algorithm, "preference_replay_lambda"),
-            size=None if size is None else int(size),
+            config.preference_replay_mode,  # type: ignore[attr-defined]
+            config.preference_replay_lambda,  # type: ignore[attr-defined]
+            size=config.preference_replay_sample_size,  # type: ignore[attr-defined]
         )
         self.counts.replayed_pairs += sum(pair.iteration < iteration for pair in sample)
         return sample
@@ -321,14 +284,14 @@ class PreferenceRun:
             comparator_rewards=collection.comparator_rewards,
             reward_range=declared_reward_range(self.reward_config),
             run_dir=self.run_dir,
-            log_distribution=bool(_option(self.algorithm, "log_reward_distribution", True)),
+            log_distribution=self.algorithm.log_reward_distribution,  # type: ignore[attr-defined]
         )
 
     def budget(self) -> "Budget":
         """The dry run's budget for this algorithm over these train rows (raises BudgetError on bad options)."""
-        from travel.algorithms.budgets import preference_budget
+        from travel.algorithms.registry import spec_for
 
-        return preference_budget(self.algorithm, TrainRows(self.train_rows))  # type: ignore[arg-type]
+        return spec_for(self.algorithm).budget(self.algorithm, TrainRows(self.train_rows), 0)
 
 
 @dataclass(frozen=True)

@@ -297,10 +297,14 @@ class PreferenceSettings:
     pair_selection: str = "reward_gap"
 
     @classmethod
-    def from_algorithm(cls, cfg: Mapping[str, Any], with_comparator: bool) -> "PreferenceSettings":
-        targets = int(cfg["preference_num_candidates"])
-        comparators = (cfg.get("comparator_num_candidates") or targets) if with_comparator else 0
-        return cls(targets, int(comparators), int(cfg["preference_pairs_per_sample"]), str(cfg["pair_selection"]))
+    def from_config(cls, config: Any) -> "PreferenceSettings":
+        """From a preference algorithm's typed config (travel.algorithms.config.CollectionOptions)."""
+        return cls(
+            config.preference_num_candidates,
+            config.comparator_candidates,
+            config.preference_pairs_per_sample,
+            config.pair_selection,
+        )
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,7 @@ shard only; `all_history` draws uniformly over every stored record. The sample i
 from __future__ import annotations
 
 import json
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -33,6 +31,7 @@ from travel.algorithms.preferences import (
     TokenSequence,
     int_tuple,
 )
+from travel.io import write_json_atomic
 
 REPLAY_FORMAT = "travel-preference-replay"
 REPLAY_VERSION = 1
@@ -45,22 +44,6 @@ class ReplayError(ValueError):
 
 def shard_name(iteration: int) -> str:
     return f"iteration_{iteration:04d}.json"
-
-
-def write_json_atomic(path: Path, payload: Any) -> Path:
-    """Write JSON so that readers see either the old file or the complete new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(payload, stream, ensure_ascii=False, separators=(",", ":"))
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # ---- encoding -------------------------------------------------------------------------------------

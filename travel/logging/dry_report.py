@@ -50,14 +50,11 @@ def environment_checks(rows, reward_config) -> dict[str, Any]:
 
 
 def algorithm_budget_report(run: "Run") -> dict[str, Any]:
-    """The selected algorithm's budget (travel.algorithms.budgets) and its comparator, after checking that
-    the algorithm, comparator and generation_mode options work together."""
-    from travel.algorithms.budgets import algorithm_budget
-
-    cfg = run.cfg
+    """The selected algorithm's budget (its registry entry) and its comparator, after checking that the
+    algorithm, comparator, generation and device options work together (Run.check_options)."""
+    run.check_options()
     spec = run.comparator_spec
-    schedule = run.schedule if cfg.algorithm.name == "magrpo" else None
-    budget = algorithm_budget(cfg.algorithm, run.data.split, schedule).to_report()
+    budget = run.budget().to_report()
     budget.pop("train_rows")
     budget["budget_details"] = budget.pop("details")
     return {**budget, "comparator": spec.name, "generation_mode": spec.generation_mode}

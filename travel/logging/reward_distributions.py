@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-from travel.algorithms.replay import write_json_atomic
+from travel.io import write_json_atomic
 
 if TYPE_CHECKING:
     from travel.algorithms.preferences import PreferenceBatch

@@ -1,0 +1,136 @@
+"""The algorithm registry: a new algorithm is one module and one YAML, and the run, the dry report, the
+budgets and the smoke experiment find it through the registry alone."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import REPO_ROOT, compose_config
+from travel.algorithms.config import AlgorithmConfigError
+from travel.algorithms.registry import algorithm_config, registered, spec_for
+from travel.run import Run
+
+TOY_MODULE = '''
+"""REINFORCE with the raw joint reward as the advantage: MAGRPO's loop, another advantage."""
+
+from dataclasses import dataclass
+
+from travel.algorithms.budgets import magrpo_budget
+from travel.algorithms.config import AlgorithmConfig, OnlineOptions
+from travel.algorithms.magrpo import build_magrpo
+from travel.algorithms.registry import AlgorithmSpec, register
+
+
+@dataclass(frozen=True)
+class ReinforceConfig(OnlineOptions, AlgorithmConfig):
+    name: str = "toy_reinforce"
+    num_train_epochs: int = 3
+    advantage_mode: str = "raw"
+
+
+register(AlgorithmSpec("toy_reinforce", ReinforceConfig, budget=magrpo_budget, build_trainer=build_magrpo))
+'''
+
+TOY_YAML = """\
+_target_: toy_reinforce.ReinforceConfig
+name: toy_reinforce
+num_train_epochs: 3
+num_generations: 2
+rollout_buffer_size: 4
+use_short_phase: false
+eval_every_epochs: 1
+learning_rate: 1.0e-4
+advantage_mode: raw
+advantage_normalization: false
+logging_steps: 20
+"""
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The toy algorithm's module on sys.path and its YAML in a config directory on Hydra's search path."""
+    (tmp_path / "toy_reinforce.py").write_text(textwrap.dedent(TOY_MODULE))
+    (tmp_path / "conf" / "algorithm").mkdir(parents=True)
+    (tmp_path / "conf" / "algorithm" / "toy_reinforce.yaml").write_text(TOY_YAML)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def toy_overrides(toy):
+    return ["algorithm=toy_reinforce", f"hydra.searchpath=[file://{toy / 'conf'}]"]
+
+
+def test_a_toy_algorithm_from_one_module_and_one_yaml_runs_mode_dry(toy):
+    cfg = compose_config(*toy_overrides(toy), "mode=dry", "data=synthetic")
+    run = Run(cfg, run_dir=str(toy / "dry"))
+    report = run()
+    assert type(run.algorithm).__name__ == "ReinforceConfig" and run.algorithm.advantage_mode == "raw"
+    assert "toy_reinforce" in registered(iterative=False)
+    # 3 epochs over the synthetic split's train rows, K=2, all rows from the outset
+    rows = report["train_rows"]
+    assert report["algorithm"] == "toy_reinforce" and report["env_steps"] == 3 * rows * 2
+    assert report["collected_candidates"] == 0 and report["comparator"] == "none"
+    assert json.loads((toy / "dry" / "dry_run.json").read_text())["env_steps"] == report["env_steps"]
+
+
+def test_the_smoke_experiment_trains_the_toy_algorithm(toy):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy), str(REPO_ROOT)]), "OMP_NUM_THREADS": "1"}
+    run_dir = toy / "smoke"
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", *toy_overrides(toy), f"hydra.run.dir={run_dir}"],
+        cwd=toy, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    config = (run_dir / "config.yaml").read_text()
+    # the smoke experiment's common deltas and the OnlineOptions smoke preset (K=2) reach the toy algorithm
+    assert "num_train_epochs: 2" in config and "num_generations: 2" in config and "advantage_mode: raw" in config
+    train = [r for r in records if "train/reward" in r]
+    assert train and records[-1]["env_step"] == 2 * 4 * 2  # 2 epochs x 4 train rows x K=2
+    assert any(r["train/loss_agent_0"] != 0.0 for r in train)
+
+
+def test_unknown_algorithm_options_are_named():
+    cfg = compose_config("algorithm=madpo", "+algorithm.num_generations=4")
+    with pytest.raises(AlgorithmConfigError, match=r"unknown option algorithm\.num_generations for algorithm=madpo"):
+        algorithm_config(cfg.algorithm)
+
+
+def test_each_yaml_equals_its_config_class_defaults():
+    """Defaults live in the dataclass; the YAML spells them out. Interpolated options (device lists from the
+    hardware option) are compared by what they resolve to under hardware=cpu."""
+    for name in sorted(path.stem for path in (REPO_ROOT / "conf" / "algorithm").glob("*.yaml")):
+        cfg = compose_config(f"algorithm={name}", "hardware=cpu")
+        config = algorithm_config(cfg.algorithm)
+        assert config == type(config)(), name
+        assert spec_for(config).name == name
+
+
+@pytest.mark.parametrize(
+    "algorithm, override, option",
+    [
+        ("madpo_iter", "algorithm.comparator_devices=[cpu,cuda:0]", r"algorithm\.comparator_devices\[1\]='cuda:0'"),
+        ("marlhf", "algorithm.reward_model_device=cuda:0", r"algorithm\.reward_model_device='cuda:0'"),
+        ("marlhf_iter", "algorithm.reward_model_device=tpu", r"algorithm\.reward_model_device='tpu'"),
+    ],
+)
+def test_a_bad_comparator_or_reward_model_device_fails_in_mode_dry(tmp_path, algorithm, override, option):
+    from travel.agents.devices import DeviceError
+
+    cfg = compose_config("mode=dry", "data=synthetic", "hardware=cpu", f"algorithm={algorithm}", override)
+    with pytest.raises(DeviceError, match=option):
+        Run(cfg, run_dir=str(tmp_path))()
+    assert not (tmp_path / "dry_run.json").exists()
+
+
+def test_a_device_beyond_the_hardware_options_gpus_fails_in_mode_dry(tmp_path):
+    from travel.agents.devices import DeviceError
+
+    cfg = compose_config("mode=dry", "data=synthetic", "hardware=1xb200", "algorithm=madpo_iter",
+                         "algorithm.comparator_devices=[cuda:0,cuda:1]")
+    with pytest.raises(DeviceError, match=r"comparator_devices\[1\]='cuda:1': the hardware option declares 1 GPU"):
+        Run(cfg, run_dir=str(tmp_path))()

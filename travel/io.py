@@ -1,0 +1,54 @@
+"""Atomic file writes shared by every layer: a reader sees either the old file or the complete new one.
+
+Each writer fills a temporary file beside the target, flushes it to disk and renames it over the target;
+on any error the temporary file is removed and the old file stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path`; whatever the body writes there replaces `path` when the body returns."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        with open(temporary, "rb+") as stream:
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json_atomic(path: str | Path, payload: Any, *, indent: int | None = None) -> Path:
+    """Compact JSON by default; `indent` gives a human-readable file ending in a newline."""
+    if indent is None:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = json.dumps(payload, indent=indent, ensure_ascii=False) + "\n"
+    return write_text_atomic(path, text)
+
+
+def torch_save_atomic(path: str | Path, obj: Any) -> Path:
+    import torch
+
+    with atomic_path(path) as temporary:
+        torch.save(obj, temporary)
+    return Path(path)
