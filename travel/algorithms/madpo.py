@@ -15,6 +15,7 @@ comparison tied raises NoPreferencePairs instead of reporting success.
 from __future__ import annotations
 
 import statistics
+import time
 from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
@@ -117,6 +118,7 @@ class MADPOTrainer:
         self.gate = EvalGate(evaluator)
         self.env_step = 0
         self.updates = 0
+        self.update_seconds = 0.0
 
     # -- DPO over a pair set ----------------------------------------------------------------------------------
 
@@ -128,7 +130,9 @@ class MADPOTrainer:
             for batch in pairs.select(order).minibatches(self.train_batch_size):
                 if self.updates % self.eval_every_updates == 0:
                     self.gate.periodic(self.env_step)
+                started = time.perf_counter()
                 step = joint_dpo_update(self.actors, batch, self.beta, self.logprob)
+                self.update_seconds = time.perf_counter() - started
                 self.updates += 1
                 self.env_step += self.steps_per_pair * len(batch)
                 self.run.counts.trained_pairs += len(batch)
@@ -145,6 +149,7 @@ class MADPOTrainer:
             "train/pair_reward_gap": statistics.fmean(pair.gap for pair in batch),
             "train/pair_candidate_mean": statistics.fmean(pair.candidate_mean for pair in batch),
             "train/optimizer_updates": self.updates,
+            "time/update_s": self.update_seconds,
             **{f"train/dpo_delta_agent_{role}": delta for role, delta in enumerate(step.role_deltas)},
         }
         self.tracker.log(record, env_step=self.env_step)
@@ -183,7 +188,7 @@ class MADPOIterTrainer(MADPOTrainer):
 
     def _train_iterations(self) -> None:
         for iteration in range(1, self.run.num_iterations + 1):
-            collection = self.run.collect(iteration)
+            collection = self.run.collect(iteration, self.env_step)
             sample = self.run.training_sample(iteration, len(collection.batch))
             self.run.log_iteration(iteration, self.env_step, collection, sample)
             if len(sample):

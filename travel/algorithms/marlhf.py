@@ -281,7 +281,7 @@ class MARLHFIterTrainer(MARLHFTrainer):
         """The iteration boundary: checkpoint for the comparator, collect, replay-sample, log, refit."""
         if iteration > 1:
             self.run.end_iteration(iteration - 1)
-        collection = self.run.collect(iteration)
+        collection = self.run.collect(iteration, self.learned_sampler.env_step)
         sample = self.run.training_sample(iteration, len(collection.batch))
         self.run.log_iteration(iteration, self.learned_sampler.env_step, collection, sample)
         # the online phase needs a reward model: with no stored pair at all there is nothing to fit

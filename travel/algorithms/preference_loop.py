@@ -13,6 +13,7 @@ Counting units: travel/algorithms/results.py.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
@@ -235,8 +236,10 @@ class PreferenceRun:
 
         return report
 
-    def collect(self, iteration: int) -> PreferenceCollection:
-        """One collection phase: candidates, labels, pairs; the pairs become iteration `iteration`'s shard."""
+    def collect(self, iteration: int, env_step: int = 0) -> PreferenceCollection:
+        """One collection phase: candidates, labels, pairs; the pairs become iteration `iteration`'s shard.
+        Its wall time goes to metrics.jsonl (time/collection_s) at `env_step`."""
+        started = time.perf_counter()
         label = f"{self.name} preference collection" + (f" (iteration {iteration})" if self.iterative else "")
         common = dict(reward_config=self.reward_config, score=self.score, iteration=iteration, on_row=self._progress(label))
         if self.comparator is None:
@@ -249,6 +252,8 @@ class PreferenceRun:
                 source = comparator_source(self.actors.actors, policies, self.batch_size, self.comparator.spec)
                 collection = collect_preferences(self.train_rows, self.target, self.settings, comparator=source, **common)
         self.replay.write(iteration, collection.batch)
+        if self.tracker is not None:
+            self.tracker.log({"time/collection_s": time.perf_counter() - started}, env_step=env_step)
         self.counts.collected_candidates += collection.collected_candidates
         self.counts.preference_pairs += len(collection.batch)
         self.counts.iterations = max(self.counts.iterations, iteration)
