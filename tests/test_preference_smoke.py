@@ -3,7 +3,8 @@
 run must have produced: stored pairs whose token ids are exactly the generated continuations of the stored texts
 under the row's own prompt, reward distributions over the declared range (iterative runs), eval/* at the env
 steps the schedule implies, iter/* only for iterative runs, and a console report that keeps collected
-candidates, pairs, replayed pairs and env steps apart. A run in which every comparison ties must fail."""
+candidates, pairs, replayed pairs and env steps apart. The runs log to W&B offline, read back from its run files:
+preference runs upload eval/* and iter/* only, never turn_1/*. A run in which every comparison ties must fail."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch.py"
 ALGORITHMS = ("madpo", "madpo_iter", "marlhf", "marlhf_iter")
 REDUCED = ["curriculum.train_per_cell=1", "algorithm.num_train_epochs=1"]
+OFFLINE_WANDB = ["logger=wandb", "logger.mode=offline"]
 DPO_REDUCED = ["algorithm.train_batch_size=1", "algorithm.eval_every_updates=1"]
 
 
 def launch(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_SILENT": "true"}
     return subprocess.run(
         [sys.executable, str(LAUNCH), "experiment=smoke", f"hydra.run.dir={run_dir}", *overrides],
         cwd=run_dir.parent, env=env, capture_output=True, text=True, timeout=900,
@@ -40,7 +42,7 @@ def runs(tmp_path_factory):
 
     def one(algorithm: str):
         extra = DPO_REDUCED if algorithm.startswith("madpo") else []
-        return algorithm, launch(base / algorithm, f"algorithm={algorithm}", *REDUCED, *extra)
+        return algorithm, launch(base / algorithm, f"algorithm={algorithm}", *REDUCED, *extra, *OFFLINE_WANDB)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = dict(pool.map(one, ALGORITHMS))
@@ -136,6 +138,20 @@ def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(run
     assert report["preference pairs"] == len(pairs)
     assert report["replayed pairs"] == 0  # one collection: nothing comes from an earlier iteration
     assert report["env steps"] == eval_steps[-1]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_preference_runs_upload_eval_and_iter_metrics_only(runs, algorithm):
+    from tests.logging.wandb_files import history_rows, offline_run_file
+
+    run_dir, _ = runs[algorithm]
+    rows = history_rows(offline_run_file(run_dir))
+    uploaded = {key for row in rows for key in row if not key.startswith("_") and key != "env_step"}
+    assert any(key.startswith("eval/") for key in uploaded)
+    assert not {key for key in uploaded if not key.startswith(("eval/", "iter/"))}, sorted(uploaded)
+    assert any(key.startswith("iter/") for key in uploaded) == algorithm.endswith("_iter")
+    if algorithm.startswith("marlhf"):  # the online phase still records its turn metrics locally
+        assert any("turn_1/reward_mean" in record for record in records(run_dir))
 
 
 def test_a_run_in_which_every_comparison_ties_fails_explicitly(tmp_path):
