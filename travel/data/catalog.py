@@ -1,9 +1,8 @@
 """Reference catalogs: every Description/Content record of a row parsed into typed entries.
 
-Owns `parse_reference_catalog(records) -> Catalog` and the shared helpers that prompts, budget
-contract and evaluator all use so that cost and rule semantics cannot drift: scaled_party_cost,
-accommodation_satisfies_room_type, accommodation_satisfies_house_rule,
-transportation_satisfies_rule, match_entity, split_attractions, match_transport.
+Owns `parse_reference_catalog(records) -> Catalog` and the shared helpers that prompts, budget contract and
+evaluator all use so that cost and rule semantics cannot drift: scaled_party_cost, accommodation_satisfies_room_type,
+accommodation_satisfies_house_rule, transportation_satisfies_rule, match_entity, split_attractions, match_transport.
 
 Tables are read column by column (travel.data.tables), so names with numbers, commas, '&' or runs of
 spaces parse whole. Decisions beyond the earlier parser:
