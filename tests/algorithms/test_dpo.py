@@ -19,7 +19,7 @@ from travel.algorithms.dpo import (
     pair_coefficients,
     role_logprobs,
 )
-from travel.algorithms.preferences import (
+from travel.algorithms.preference_batch import (
     DECENTRALIZED,
     TARGET,
     CandidateRef,

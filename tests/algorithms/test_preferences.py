@@ -5,12 +5,8 @@ from dataclasses import dataclass
 import pytest
 
 from tests.fixtures import all_dash_action_text, fixture_raw, role_action_text, valid_plan_values
+from travel.algorithms.preference_batch import COMPARATOR, TARGET, CandidateRef, PreferenceBatch, PreferenceError
 from travel.algorithms.preferences import (
-    COMPARATOR,
-    TARGET,
-    CandidateRef,
-    PreferenceBatch,
-    PreferenceError,
     PreferenceSettings,
     RolePoliciesSource,
     collect_preferences,

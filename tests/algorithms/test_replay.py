@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from travel.algorithms.preferences import (
+from travel.algorithms.preference_batch import (
     COMPARATOR,
     TARGET,
     CandidateRef,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from travel.algorithms.comparators import ComparatorConfigError, ComparatorRolePolicy, vocabulary_mismatch
-from travel.algorithms.preferences import DECENTRALIZED
+from travel.algorithms.preference_batch import DECENTRALIZED
 
 
 CENTRAL_SYSTEM_PROMPT = (
@@ -65,7 +65,8 @@ class CentralTeacherSource:
         return DecodeRequest(prompt, agent_id, row.days, tuple(tokenizer.encode(prompt, add_special_tokens=False)))
 
     def sample(self, row: Any, num_candidates: int) -> list[Any]:
-        from travel.algorithms.preferences import JointCandidate, TokenSequence, generation_chunks
+        from travel.algorithms.preference_batch import JointCandidate, TokenSequence
+        from travel.algorithms.preferences import generation_chunks
 
         decoder, generator, joint = self.teacher.decoder, self.teacher.generator, []
         for size in generation_chunks(num_candidates, self.batch_size):

@@ -31,7 +31,7 @@ from torch import nn
 from travel.generation.model_io import model_device
 
 if TYPE_CHECKING:
-    from travel.algorithms.preferences import PreferenceBatch
+    from travel.algorithms.preference_batch import PreferenceBatch
 
 DEFAULT_BETA = 0.1
 # config attributes that name a dropout probability (transformers conventions)

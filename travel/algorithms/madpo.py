@@ -42,7 +42,7 @@ from travel.algorithms.preference_loop import (
 if TYPE_CHECKING:
     from travel.algorithms.comparators import ComparatorSpec
     from travel.algorithms.evaluation import Evaluator
-    from travel.algorithms.preferences import PreferenceBatch
+    from travel.algorithms.preference_batch import PreferenceBatch
     from travel.data.row import TravelRow
 
 

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from travel.algorithms.preference_batch import DECENTRALIZED, PreferenceBatch
 from travel.algorithms.preferences import (
-    DECENTRALIZED,
-    PreferenceBatch,
     PreferenceCollection,
     PreferenceSettings,
     RolePoliciesSource,

@@ -19,7 +19,7 @@ import random
 from pathlib import Path
 from typing import Any, Optional
 
-from travel.algorithms.preferences import (
+from travel.algorithms.preference_batch import (
     COMPARATOR,
     KINDS,
     TARGET,
