@@ -211,11 +211,16 @@ def test_comparator_role_policies_sample_with_the_comparator_stream_under_the_ac
 
 def test_a_frozen_model_gets_its_own_decoder_with_the_actor_settings(tiny):
     models, tokenizer = tiny
-    settings = SimpleNamespace(max_new_tokens=300, max_value_tokens=7, temperature=0.9, top_p=0.95)
+    from travel.generation import StructuredDecoder
+
+    settings = StructuredDecoder(models[1], tokenizer, max_new_tokens=300, max_value_tokens=7, temperature=0.9,
+                                 top_p=0.95, values="catalog", compute_dtype="bfloat16")
     actor = SimpleNamespace(agent_id=1, model=models[1], tokenizer=tokenizer, decoder=settings)
     policy = ComparatorRolePolicy(actor, models[0], None)
     assert policy.decoder.model is models[0] and policy.decoder.tokenizer is tokenizer
     assert (policy.decoder.max_new_tokens, policy.decoder.max_value_tokens, policy.decoder.top_p) == (300, 7, 0.95)
+    assert (policy.decoder.values, policy.decoder.compute_dtype) == ("catalog", "bfloat16")
+    assert ComparatorRolePolicy(actor, models[1], None).decoder is settings  # the actor's own weights
 
 
 class EchoDecoder:

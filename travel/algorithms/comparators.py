@@ -316,26 +316,14 @@ class Comparator:
 
 class ComparatorRolePolicy:
     """A rollout Policy for one role that samples from the comparator's model with the comparator's random
-    stream, under the actor's own prompt, tokenizer and decoding settings (travel.agents.actors.Actor)."""
+    stream, under the actor's own prompt, tokenizer and decoding settings (travel.agents.actors.Actor):
+    the actor's decoder when the model is the actor's, else a copy of its settings over the other weights."""
 
     def __init__(self, actor: Any, model: Any, generator: Any):
         self.agent_id = actor.agent_id
         self.actor = actor
         self.generator = generator
-        if model is actor.model:
-            self.decoder = actor.decoder
-        else:
-            from travel.generation import StructuredDecoder
-
-            settings = actor.decoder
-            self.decoder = StructuredDecoder(
-                model,
-                actor.tokenizer,
-                max_new_tokens=settings.max_new_tokens,
-                max_value_tokens=settings.max_value_tokens,
-                temperature=settings.temperature,
-                top_p=settings.top_p,
-            )
+        self.decoder = actor.decoder if model is actor.model else actor.decoder.with_model(model)
 
     def prompt_ids(self, row: Any) -> Sequence[int]:
         return self.actor.prompt_ids(row)

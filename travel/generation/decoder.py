@@ -115,6 +115,22 @@ class StructuredDecoder:
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
 
+    def with_model(self, model: Any) -> "StructuredDecoder":
+        """A decoder of `model` with every setting of this one (a comparator's frozen weights)."""
+        return StructuredDecoder(
+            model,
+            self.tokenizer,
+            max_new_tokens=self.max_new_tokens,
+            max_value_tokens=self.max_value_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            fill_budget=self.fill_budget,
+            step_backend=self.step_backend,
+            share_prompt_cache=self.share_prompt_cache,
+            values=self.values,
+            compute_dtype=self.compute_dtype,
+        )
+
     @property
     def pad_token_id(self) -> int:
         pad = self.tokenizer.pad_token_id
