@@ -26,7 +26,8 @@ from travel.algorithms.results import BudgetDrift, TrainResult
 
 if TYPE_CHECKING:
     from travel.algorithms.evaluation import Evaluator
-    from travel.algorithms.rollout import Candidate, JointRollout, JointRolloutSampler
+    from travel.algorithms.rollout import JointRollout, JointRolloutSampler
+    from travel.generation.requests import Candidate
     from travel.algorithms.schedule import TrainingSchedule
 
 NORMALISATION_EPS = 1e-6

@@ -34,7 +34,8 @@ from travel.algorithms.preference_batch import (
 )
 
 if TYPE_CHECKING:
-    from travel.algorithms.rollout import Candidate, Policy, ScoreFn
+    from travel.algorithms.rollout import Policy, ScoreFn
+    from travel.generation.requests import Candidate
     from travel.data.row import TravelRow
 
 

@@ -22,29 +22,25 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:
     from travel.data.row import TravelRow
+    from travel.generation.requests import Candidate
     from travel.reward import RewardResult
 
 
-class Candidate(Protocol):
-    """One sampled action of one agent: its full text (prefill included), the generated token ids and a
-    0/1 mask over them marking the value tokens the policy chose (schema tokens are 0)."""
-
-    text: str
-    token_ids: Sequence[int]
-    value_mask: Sequence[int]
-
-
 class Policy(Protocol):
+    """One role's policy. Its candidates (travel.generation.requests.Candidate, or anything with the same
+    fields in tests) carry the action's full text (prefill included), the generated token ids and a 0/1 mask
+    over them marking the value tokens the policy chose (schema tokens are 0)."""
+
     agent_id: int
 
     def prompt_ids(self, row: "TravelRow") -> Sequence[int]:
         """The rendered prompt's token ids (rendered once per row and cached by the policy)."""
 
-    def sample(self, row: "TravelRow", num_candidates: int, *, greedy: bool = False) -> list[Candidate]:
+    def sample(self, row: "TravelRow", num_candidates: int, *, greedy: bool = False) -> list["Candidate"]:
         """`num_candidates` actions for this row's prompt."""
 
 
-def sample_rows(policy: Policy, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool) -> list[list[Candidate]]:
+def sample_rows(policy: Policy, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool) -> list[list["Candidate"]]:
     """`num_candidates` actions per row, in one call when the policy can batch rows."""
     batched = getattr(policy, "sample_rows", None)
     if batched is not None:
@@ -66,7 +62,7 @@ ScoreFn = Callable[["TravelRow", list[tuple[str, str]], Any], list["RewardResult
 class AgentSamples:
     agent_id: int
     prompt_ids: Sequence[int]
-    candidates: tuple[Candidate, ...]
+    candidates: tuple["Candidate", ...]
 
     @property
     def texts(self) -> list[str]:
