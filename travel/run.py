@@ -28,6 +28,19 @@ def hydra_run_dir() -> Optional[Path]:
     return None
 
 
+def build(node: Any) -> Any:
+    """`instantiate(node)`, with an option error of the built class (a ValueError naming the option) raised
+    as itself rather than inside Hydra's InstantiationException."""
+    from hydra.errors import InstantiationException
+
+    try:
+        return instantiate(node)
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, ValueError):
+            raise exc.__cause__ from None
+        raise
+
+
 class Run:
     MODES = ("dry", "train")
 
@@ -43,11 +56,11 @@ class Run:
 
     @cached_property
     def data(self) -> DataModule:
-        return DataModule(instantiate(self.cfg.data), instantiate(self.cfg.curriculum))
+        return DataModule(build(self.cfg.data), build(self.cfg.curriculum))
 
     @cached_property
     def reward_config(self):
-        return instantiate(self.cfg.reward)
+        return build(self.cfg.reward)
 
     @cached_property
     def algorithm(self) -> AlgorithmConfig:
@@ -156,8 +169,15 @@ class Run:
         from travel.algorithms.rollout import rows_per_call_option
         from travel.generation.decoder import VALUE_MODES
 
+        seed, threads = self.cfg.seed, self.cfg.hardware.get("torch_threads")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed={seed!r}: expected an integer")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"hardware.torch_threads={threads!r}: expected an integer >= 1 (or null)")
         self.comparator_spec  # noqa: B018  (option combinations fail before the budget)
         self.budget()
+        if not self.data.split.anchor:
+            raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
         generation = self.cfg.generation
         for key in ("max_new_tokens", "max_value_tokens"):
             if int(generation[key]) < 1:
@@ -190,8 +210,6 @@ class Run:
         self.check_options()
         split = self.data.split
         self.data.check_catalogs()
-        if not split.anchor:
-            raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
         agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
         return split
 

@@ -159,6 +159,11 @@ class CollectionOptions:
         require_int(self, "preference_generation_batch_size", 1)
         require_int(self, "preference_pairs_per_sample", 1)
         require_choice(self, "pair_selection", PAIR_SELECTIONS)
+        if self.pair_selection == "reward_gap" and self.preference_num_candidates + self.comparator_candidates < 2:
+            raise AlgorithmConfigError(
+                f"algorithm.preference_num_candidates={self.preference_num_candidates}: reward_gap pairs two "
+                f"candidates of a row, so a row needs at least 2"
+            )
         if self.pair_selection == "comparator_reward" and not self.iterative:  # type: ignore[attr-defined]
             raise AlgorithmConfigError(
                 f"algorithm.pair_selection=comparator_reward needs an iterative algorithm with comparator "

@@ -54,6 +54,15 @@ def _allow(values: Optional[Sequence[Any]], value: Any, fold: bool = False) -> b
     return value in values
 
 
+def _count(name: str, value: object, minimum: int | None) -> int:
+    """An integer curriculum option; a fraction, a bool or text is an error, never truncated."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CurriculumError(f"curriculum.{name}={value!r}: expected an integer")
+    if minimum is not None and value < minimum:
+        raise CurriculumError(f"curriculum.{name}={value}: must be >= {minimum}")
+    return value
+
+
 class ScalableCurriculum:
     """Filters by days / level / city count, then splits each (days, level) cell into train and eval rows."""
 
@@ -75,13 +84,9 @@ class ScalableCurriculum:
         short_days: Sequence[int] = (3,),
         short_epochs: int = 8,
     ):
-        for name, value in (("train_per_cell", train_per_cell), ("eval_per_cell", eval_per_cell)):
-            if int(value) < 0:
-                raise CurriculumError(f"curriculum.{name}={value}: must be >= 0")
-        if eval_panel_size < 1:
-            raise CurriculumError(f"curriculum.eval_panel_size={eval_panel_size}: must be >= 1")
-        if short_epochs < 0:
-            raise CurriculumError(f"curriculum.short_epochs={short_epochs}: must be >= 0")
+        train_per_cell, eval_per_cell = _count("train_per_cell", train_per_cell, 0), _count("eval_per_cell", eval_per_cell, 0)
+        eval_panel_size, short_epochs = _count("eval_panel_size", eval_panel_size, 1), _count("short_epochs", short_epochs, 0)
+        seed = _count("seed", seed, None)
         unknown = [f for f in stratify_by if f not in self.STRATIFY_FIELDS]
         if unknown:
             raise CurriculumError(

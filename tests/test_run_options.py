@@ -1,0 +1,40 @@
+"""Every option a training run would reject is rejected by `mode=dry` already, naming the option, before
+any model factory is called (travel.run.Run.check_options and the typed algorithm configs)."""
+
+import pytest
+
+from tests.conftest import compose_config
+from tests.test_train_smoke import MODEL_FACTORY_CALLS
+from travel.run import Run
+
+FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_factory"
+
+
+@pytest.mark.parametrize(
+    "overrides, option",
+    [
+        (["algorithm.advantage_mode=foo"], "algorithm.advantage_mode='foo'"),
+        (["algorithm.logging_steps=0"], "algorithm.logging_steps=0"),
+        (["algorithm=madpo", "algorithm.dpo_beta=-1"], "algorithm.dpo_beta=-1"),
+        (["algorithm.learning_rate=nan"], "algorithm.learning_rate=nan"),
+        (["algorithm.learning_rate=abc"], "algorithm.learning_rate='abc'"),
+        (["algorithm=madpo", "algorithm.preference_num_candidates=1"], "algorithm.preference_num_candidates=1"),
+        (["algorithm.num_generations=2.5"], "algorithm.num_generations=2.5"),
+        (["generation.temperature=-1"], "generation.temperature=-1"),
+        (["generation.top_p=0"], "generation.top_p=0"),
+        (["generation.max_new_tokens=0"], "generation.max_new_tokens=0"),
+        (["hardware.agent_devices=[cuda:7]"], "hardware.agent_devices[0]='cuda:7'"),
+        (["seed=abc"], "seed='abc'"),
+        (["curriculum.eval_per_cell=0"], "curriculum.eval_per_cell=0"),
+        (["curriculum.train_per_cell=1.7"], "curriculum.train_per_cell=1.7"),
+        (["hardware.torch_threads=-1"], "hardware.torch_threads=-1"),
+    ],
+)
+def test_the_dry_run_rejects_what_training_would_reject(tmp_path, overrides, option):
+    MODEL_FACTORY_CALLS.clear()
+    cfg = compose_config("mode=dry", "data=synthetic", *overrides, FORBIDDEN_FACTORY)
+    with pytest.raises(ValueError) as raised:
+        Run(cfg, run_dir=str(tmp_path))()
+    assert option in str(raised.value)
+    assert MODEL_FACTORY_CALLS == []
+    assert not (tmp_path / "dry_run.json").exists()
