@@ -47,8 +47,11 @@ TOP_LEVEL_KEYS = frozenset({"agent_id", "assignments"})
 ITEM_KEYS = frozenset({"day", "field", "value"})
 # Start positions tried by the raw_decode scan; bounds the work on brace-heavy garbage.
 MAX_SCAN_STARTS = 512
+# Longer action texts are failed actions, never parsed: no decoder budget writes this much (1,024 tokens of a
+# role action are a few KB), and the scan's cost grows with the length, so this bounds every parse.
+MAX_ACTION_CHARS = 32_768
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z]*)[^\n]*\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z]*)[^\n`]*\n(.*?)```", re.DOTALL)
 _FENCE_TAGS = frozenset({"", "json", "python", "text"})
 
 
@@ -143,6 +146,8 @@ def _recover(stripped: str) -> tuple[bool, Any]:
 def _decode(text: str) -> tuple[bool, bool, Any]:
     """(strict_json, decode_success, data)."""
     stripped = text.strip()
+    if len(stripped) > MAX_ACTION_CHARS:
+        return False, False, None
     try:
         return True, True, json.loads(stripped)
     except Exception:
