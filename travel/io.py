@@ -46,6 +46,36 @@ def write_json_atomic(path: str | Path, payload: Any, *, indent: int | None = No
     return write_text_atomic(path, text)
 
 
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """A fresh directory beside `path` for the body to fill; when the body returns, `path` becomes a symlink
+    to it in one rename, and the version it replaced is removed. A kill at any point leaves `path` as it was
+    (the previous version, or nothing) or pointing at the complete new one; a leftover partial version only
+    takes space. A real directory already at `path` (not made here) is moved aside first."""
+    import shutil
+    import uuid
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    version = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}"
+    version.mkdir()
+    try:
+        yield version
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)
+        raise
+    previous = path.resolve() if path.is_symlink() else None
+    if path.exists() and not path.is_symlink():
+        aside = path.parent / f".{path.name}.replaced-{uuid.uuid4().hex[:12]}"
+        os.replace(path, aside)
+        previous = aside
+    link = path.parent / f".{path.name}.link-{uuid.uuid4().hex[:12]}"
+    os.symlink(version.name, link)
+    os.replace(link, path)
+    if previous is not None and previous != version.resolve() and previous.exists():
+        shutil.rmtree(previous, ignore_errors=True)
+
+
 def torch_save_atomic(path: str | Path, obj: Any) -> Path:
     import torch
 

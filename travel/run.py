@@ -41,6 +41,13 @@ def build(node: Any) -> Any:
         raise
 
 
+def _number(option: str, value: Any, integer: bool = False) -> float:
+    """A numeric option's value, or an error naming the option (an integer option is never truncated)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise ValueError(f"{option}={value!r}: expected {'an integer' if integer else 'a number'}")
+    return value
+
+
 class Run:
     MODES = ("dry", "train")
 
@@ -180,16 +187,16 @@ class Run:
             raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
         generation = self.cfg.generation
         for key in ("max_new_tokens", "max_value_tokens"):
-            if int(generation[key]) < 1:
+            if _number(f"generation.{key}", generation[key], integer=True) < 1:
                 raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
         rows_per_call_option(OmegaConf.select(generation, "rows_per_call", default=None))
         eval_rows_per_call_option(OmegaConf.select(generation, "eval_rows_per_call", default=1))
         values = OmegaConf.select(generation, "values", default="free")
         if values not in VALUE_MODES:
             raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
-        if not float(generation.temperature) > 0:
+        if not _number("generation.temperature", generation.temperature) > 0:
             raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
-        if not 0 < float(generation.top_p) <= 1:
+        if not 0 < _number("generation.top_p", generation.top_p) <= 1:
             raise ValueError(f"generation.top_p={generation.top_p}: must be in (0, 1]")
         hardware = self.cfg.hardware
         gpus = int(hardware.num_gpus)
@@ -210,6 +217,9 @@ class Run:
         self.check_options()
         split = self.data.split
         self.data.check_catalogs()
+        from travel.logging.dry_report import excluded_line
+
+        print(excluded_line({str(index): reason for index, reason in sorted(split.excluded.items())}).strip())
         agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
         return split
 

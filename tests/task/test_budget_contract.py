@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -197,7 +199,7 @@ def test_floors_above_budget_split_proportionally():
 
 
 def test_non_positive_budget():
-    contract = budget_contract(fixture_row(budget=0))
+    contract = budget_contract(dataclasses.replace(fixture_row(), budget=0))  # rows refuse it; the contract still handles it
     assert contract.reason == NON_POSITIVE_BUDGET
     assert (contract.logistics_cap_cents, contract.experience_cap_cents) == (0, 0)
 

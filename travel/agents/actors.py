@@ -96,10 +96,13 @@ class Actor:
         move_actor(self.model, self.optimizer, device)
 
     def save(self, directory: str | Path) -> Path:
+        """Weights and tokenizer; `directory` is replaced only once both are complete (travel.io.atomic_directory)."""
+        from travel.io import atomic_directory
+
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
+        with atomic_directory(directory) as version:
+            self.model.save_pretrained(version)
+            self.tokenizer.save_pretrained(version)
         return directory
 
 

@@ -8,8 +8,8 @@ eval panels P1..P5 = [19, 74, 29, 90], [5, 68, 20, 80], [14, 63, 39, 94], [4, 71
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
 
 from travel.data.row import TravelRow
 
@@ -25,6 +25,7 @@ class CurriculumSplit:
     eval: tuple[TravelRow, ...]  # interleaved: panel p holds eval[p*panel_size:(p+1)*panel_size]
     panel_size: int
     short_days: tuple[int, ...]
+    excluded: Mapping[int, str] = field(default_factory=dict)  # source_index -> why the filters dropped it
 
     @property
     def panels(self) -> tuple[tuple[TravelRow, ...], ...]:
@@ -107,17 +108,34 @@ class ScalableCurriculum:
         self.short_epochs = int(short_epochs)
 
     def filter(self, rows: Sequence[TravelRow]) -> list[TravelRow]:
-        kept = [
-            row
-            for row in rows
-            if _allow(self.days, row.days)
-            and _allow(self.levels, row.level, fold=True)
-            and _allow(self.visiting_city_numbers, row.visiting_city_number)
-            and (self.max_reference_chars is None or row.reference_chars <= self.max_reference_chars)
-        ]
+        excluded = self.excluded(rows)
+        return [row for row in rows if row.source_index not in excluded]
+
+    def excluded(self, rows: Sequence[TravelRow]) -> dict[int, str]:
+        """source_index -> the filter option that drops the row, for every row the filters drop."""
+        reasons: dict[int, str] = {}
+        for row in rows:
+            if not _allow(self.days, row.days):
+                reasons[row.source_index] = f"days={row.days} not in curriculum.days={list(self.days or ())}"
+            elif not _allow(self.levels, row.level, fold=True):
+                reasons[row.source_index] = f"level={row.level!r} not in curriculum.levels={list(self.levels or ())}"
+            elif not _allow(self.visiting_city_numbers, row.visiting_city_number):
+                reasons[row.source_index] = (
+                    f"visiting_city_number={row.visiting_city_number} not in "
+                    f"curriculum.visiting_city_numbers={list(self.visiting_city_numbers or ())}"
+                )
+            elif self.max_reference_chars is not None and row.reference_chars > self.max_reference_chars:
+                reasons[row.source_index] = (
+                    f"reference_chars={row.reference_chars} above curriculum.max_reference_chars={self.max_reference_chars}"
+                )
+        kept = [row for row in rows if row.source_index not in reasons]
         if self.select_shortest is not None and int(self.select_shortest) < len(kept):
-            kept = sorted(kept, key=lambda r: (r.reference_chars, r.source_index))[: int(self.select_shortest)]
-        return kept
+            by_length = sorted(kept, key=lambda r: (r.reference_chars, r.source_index))
+            shortest = {r.source_index for r in by_length[: int(self.select_shortest)]}
+            for row in kept:
+                if row.source_index not in shortest:
+                    reasons[row.source_index] = f"not among the curriculum.select_shortest={self.select_shortest} shortest rows"
+        return reasons
 
     def split(self, rows: Sequence[TravelRow]) -> CurriculumSplit:
         """Filter `rows` (source order) and split them; raises CurriculumError naming the option that cannot work."""
@@ -156,7 +174,9 @@ class ScalableCurriculum:
             raise CurriculumError(
                 f"curriculum.eval_panel_size={self.eval_panel_size} does not divide the {len(evals)} eval rows"
             )
-        split = CurriculumSplit(tuple(candidates), tuple(train), tuple(evals), self.eval_panel_size, self.short_days)
+        split = CurriculumSplit(
+            tuple(candidates), tuple(train), tuple(evals), self.eval_panel_size, self.short_days, self.excluded(rows)
+        )
         if self.short_epochs and not split.short:
             raise CurriculumError(
                 f"curriculum.short_days={list(self.short_days)}: no train row has that many days, "

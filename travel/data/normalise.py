@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from travel.data.row import TravelRow
@@ -41,6 +42,17 @@ def _int(raw: Mapping[str, Any], index: int, column: str, minimum: int = 0) -> i
     if isinstance(value, bool) or number != float(value) or number < minimum:
         raise RowError(index, column, f"expected an integer >= {minimum}, got {value!r}")
     return number
+
+
+def _budget(raw: Mapping[str, Any], index: int) -> float:
+    value = raw["budget"]
+    try:
+        budget = float(value)
+    except (TypeError, ValueError):
+        raise RowError(index, "budget", f"expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(budget) or budget <= 0:
+        raise RowError(index, "budget", f"expected a finite number > 0, got {value!r}")
+    return budget
 
 
 def _dates(raw: Mapping[str, Any], index: int, days: int) -> tuple[str, ...]:
@@ -102,15 +114,16 @@ def normalise_row(raw: Mapping[str, Any], index: int, split: str = "validation")
     missing = [c for c in REQUIRED_COLUMNS if c not in raw and not (c == "query" and "prompt" in raw)]
     if missing:
         raise RowError(index, missing[0], "missing column" + (f" (also missing: {', '.join(missing[1:])})" if missing[1:] else ""))
+    # a file whose other rows have the key gives this row null: missing here, never filled with a default
+    absent = [c for c in REQUIRED_COLUMNS if c in raw and raw[c] is None and not (c == "query" and raw.get("prompt"))]
+    if absent:
+        raise RowError(index, absent[0], "missing in this row (absent or null)" + (f"; also: {', '.join(absent[1:])}" if absent[1:] else ""))
     query = str(raw.get("query") or raw.get("prompt") or "").strip()
     if not query:
         raise RowError(index, "query", "is empty")
     days = _int(raw, index, "days", minimum=1)
     text, records = _records(raw, index)
-    try:
-        budget = float(raw["budget"])
-    except (TypeError, ValueError):
-        raise RowError(index, "budget", f"expected a number, got {raw['budget']!r}") from None
+    budget = _budget(raw, index)
     extra = {k: v for k, v in raw.items() if k not in REQUIRED_COLUMNS and k not in TARGET_COLUMNS and k != "prompt"}
     return TravelRow(
         source_index=index,
@@ -122,7 +135,7 @@ def normalise_row(raw: Mapping[str, Any], index: int, split: str = "validation")
         dates=_dates(raw, index, days),
         date_text=str(raw["date"]),
         visiting_city_number=_int(raw, index, "visiting_city_number", minimum=1),
-        people_number=max(1, _int(raw, index, "people_number", minimum=0)),
+        people_number=_int(raw, index, "people_number", minimum=1),
         budget=budget,
         level=str(raw["level"]).strip().casefold(),
         local_constraint=_constraints(raw, index),

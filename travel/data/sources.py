@@ -6,6 +6,7 @@ through `datasets`, so a local file behaves exactly like the hub split with the 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -68,21 +69,60 @@ class LocalSource:
     def load_raw(self) -> list[dict[str, Any]]:
         import datasets
 
+        where = f"data.path={str(self.path)!r}"
+        if self.path.is_dir():
+            raise DataSourceError(f"{where}: is a directory; give the jsonl, csv or parquet file inside it")
         if not self.path.is_file():
-            raise DataSourceError(f"data.path={str(self.path)!r}: no such file")
+            raise DataSourceError(f"{where}: no such file")
         builder = _BUILDERS.get(self.path.suffix.lower())
         if builder is None:
             raise DataSourceError(
-                f"data.path={str(self.path)!r}: unsupported extension {self.path.suffix!r}; "
-                f"use one of {', '.join(sorted(_BUILDERS))}"
+                f"{where}: unsupported extension {self.path.suffix!r}; use one of {', '.join(sorted(_BUILDERS))}"
             )
+        if self.path.stat().st_size == 0:
+            raise DataSourceError(f"{where}: the file is empty")
         was_enabled = datasets.is_progress_bar_enabled()
         datasets.disable_progress_bars()
-        try:
-            dataset = datasets.load_dataset(builder, data_files=str(self.path), split="train")
-        except Exception as exc:
-            raise DataSourceError(f"data.path={str(self.path)!r}: cannot read it as {builder}: {exc}") from exc
-        finally:
-            if was_enabled:
-                datasets.enable_progress_bars()
-        return _records(dataset)
+        # A fresh cache per load, kept in memory and removed afterwards: a file changed in place (same size and
+        # mtime) is read anew, and no copy of it is left in ~/.cache/huggingface.
+        with tempfile.TemporaryDirectory(prefix="travel-data-") as cache:
+            try:
+                dataset = datasets.load_dataset(
+                    builder, data_files=str(self.path), split="train", cache_dir=cache, keep_in_memory=True
+                )
+            except Exception as exc:
+                place = bad_line(self.path, builder)
+                raise DataSourceError(f"{where}: cannot read it as {builder}{place}: {exc}") from exc
+            finally:
+                if was_enabled:
+                    datasets.enable_progress_bars()
+            return _records(dataset)
+
+
+def bad_line(path: Path, builder: str) -> str:
+    """Where a json-lines or csv file stops parsing (", line N (...)"), or "" when no line is to blame."""
+    import csv
+    import json
+
+    if builder == "json":
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    return f", line {number} ({exc})"
+                if not isinstance(record, dict):
+                    return f", line {number} (a {type(record).__name__}, not a JSON object)"
+    if builder == "csv":
+        with path.open(newline="", encoding="utf-8", errors="replace") as stream:
+            reader = csv.reader(stream, strict=True)
+            try:
+                header = next(reader)
+                for row in reader:
+                    if len(row) != len(header):
+                        return f", line {reader.line_num} ({len(row)} fields, the header has {len(header)})"
+            except csv.Error as exc:
+                return f", line {reader.line_num} ({exc})"
+    return ""

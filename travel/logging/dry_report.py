@@ -79,6 +79,7 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
         "train_source_indices": _indices(split.train),
         "eval_panels": [_indices(panel) for panel in split.panels],
         "short_source_indices": _indices(split.short),
+        "excluded_rows": {str(index): reason for index, reason in sorted(split.excluded.items())},
         **budget,
         "catalog_parse_failures": sorted(failures),
         "catalog_parse_errors": {str(i): message for i, message in sorted(failures.items())},
@@ -106,6 +107,15 @@ def _evaluations(report: dict[str, Any]) -> str:
     return f"an evaluation every {report['budget_details']['eval_every_updates']} optimizer updates"
 
 
+def excluded_line(excluded: dict[str, str], shown: int = 3) -> str:
+    """The rows the curriculum filters dropped, the first few with their reason."""
+    if not excluded:
+        return "  excluded    no source row"
+    items = list(excluded.items())
+    detail = "; ".join(f"row {index}: {reason}" for index, reason in items[:shown])
+    return f"  excluded    {len(items)} source rows ({detail}" + ("; ..." if len(items) > shown else "") + ")"
+
+
 def format_dry_report(report: dict[str, Any]) -> str:
     """A short human-readable summary of the report."""
     chars = report["reference_chars"]
@@ -115,6 +125,7 @@ def format_dry_report(report: dict[str, Any]) -> str:
         f"  rows        source {report['source_rows']}, candidates {report['candidate_rows']}, "
         f"train {report['train_rows']} (short {report['short_rows']}), eval {report['eval_rows']}",
         f"  reference   {chars['min']:,}-{chars['max']:,} chars (median {chars['median']:,})",
+        excluded_line(report["excluded_rows"]),
         f"  catalogs    {len(report['catalog_parse_failures'])} parse failures",
         f"  budget      {report['algorithm']}: {report['collected_candidates']:,} collected candidates, "
         f"{_bound(report, 'env_steps')}{report['env_steps']} env steps ({report['env_steps_unit']}: {phases}), "
