@@ -85,12 +85,14 @@ def test_a_file_changed_in_place_with_the_same_size_and_mtime_is_read_anew(tmp_p
     assert not (tmp_path / "hf_cache").exists() or not any((tmp_path / "hf_cache").rglob("*.arrow"))
 
 
-def test_the_curriculum_names_every_row_its_filters_drop(real_train_rows):
+def test_the_curriculum_names_every_row_it_leaves_out_and_why(real_train_rows):
     curriculum = ScalableCurriculum(days=[3, 5], levels=["easy", "medium"], visiting_city_numbers=[1, 2],
-                                    train_per_cell=4, eval_per_cell=1, eval_panel_size=4)
+                                    train_per_cell=3, eval_per_cell=1, eval_panel_size=4)
     split = curriculum.split(real_train_rows)
-    kept = {row.source_index for row in split.candidates}
-    assert set(split.excluded) == {row.source_index for row in real_train_rows} - kept
+    used = {row.source_index for row in (*split.train, *split.eval)}
+    assert set(split.excluded) == {row.source_index for row in real_train_rows} - used
+    unused = {row.source_index for row in split.candidates} - used
+    assert unused and all(split.excluded[i].startswith("unused: cell (") for i in unused)
     by_days = [i for i, reason in split.excluded.items() if reason.startswith("days=7 not in curriculum.days")]
     assert by_days and all(real_train_rows[i].days == 7 for i in by_days)
     assert any("level='hard' not in curriculum.levels" in reason for reason in split.excluded.values())

@@ -25,7 +25,8 @@ class CurriculumSplit:
     eval: tuple[TravelRow, ...]  # interleaved: panel p holds eval[p*panel_size:(p+1)*panel_size]
     panel_size: int
     short_days: tuple[int, ...]
-    excluded: Mapping[int, str] = field(default_factory=dict)  # source_index -> why the filters dropped it
+    # source_index -> why the row is in neither train nor eval: a filter option, or a full cell
+    excluded: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def panels(self) -> tuple[tuple[TravelRow, ...], ...]:
@@ -174,8 +175,18 @@ class ScalableCurriculum:
             raise CurriculumError(
                 f"curriculum.eval_panel_size={self.eval_panel_size} does not divide the {len(evals)} eval rows"
             )
+        excluded = self.excluded(rows)
+        used = {row.source_index for row in (*train, *evals)}
+        for key in keys:
+            cell = ", ".join(f"{name}={value}" for name, value in zip(self.stratify_by, key))
+            for row in groups[key]:
+                if row.source_index not in used:
+                    excluded[row.source_index] = (
+                        f"unused: cell ({cell}) has {len(groups[key])} candidate rows, the split takes "
+                        f"curriculum.train_per_cell + curriculum.eval_per_cell = {need}"
+                    )
         split = CurriculumSplit(
-            tuple(candidates), tuple(train), tuple(evals), self.eval_panel_size, self.short_days, self.excluded(rows)
+            tuple(candidates), tuple(train), tuple(evals), self.eval_panel_size, self.short_days, dict(sorted(excluded.items()))
         )
         if self.short_epochs and not split.short:
             raise CurriculumError(
