@@ -44,14 +44,16 @@ def _actor(seed):
     return Actor(0, loaded.model, loaded.tokenizer, optimizer=None, device=torch.device("cpu"), decoder=None)
 
 
-def _save_forever(actors, directory):
-    """The child: saves the two actors in turn into the same directory until it is killed."""
+def _save_forever(actors, directory, saved):
+    """The child: saves the two actors in turn into the same directory until it is killed, counting saves."""
     from transformers.utils import logging
 
     logging.disable_progress_bar()
     while True:
         for actor in actors:
             actor.save(directory)
+            with saved.get_lock():
+                saved.value += 1
 
 
 def _weights(directory):
@@ -75,10 +77,14 @@ def test_sigkill_at_any_point_of_an_actor_save_leaves_a_complete_actor(tmp_path)
     rng = random.Random(0)
     seen = set()
     for trial in range(TRIALS):
-        order = actors[trial % 2 :] + actors[: trial % 2]
-        child = context.Process(target=_save_forever, args=(order, directory))
+        saved = context.Value("i", 0)
+        child = context.Process(target=_save_forever, args=(actors, directory, saved))
         child.start()
-        time.sleep(rng.uniform(0.0, 4 * one_save))
+        target = rng.randrange(3)  # complete saves before the kill: 0, 1 or 2, then a random point of the next
+        deadline = time.monotonic() + 60
+        while saved.value < target and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, 1.5 * one_save))
         os.kill(child.pid, signal.SIGKILL)
         child.join()
         weights = _weights(directory)

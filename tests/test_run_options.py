@@ -30,6 +30,11 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["curriculum.eval_per_cell=0"], "curriculum.eval_per_cell=0"),
         (["curriculum.train_per_cell=1.7"], "curriculum.train_per_cell=1.7"),
         (["hardware.torch_threads=-1"], "hardware.torch_threads=-1"),
+        (["hardware.parallel_training=both"], "hardware.parallel_training='both'"),
+        (["hardware.compute_dtype=fp8"], "hardware.compute_dtype='fp8'"),
+        (["hardware.offload_inactive_actor=maybe"], "hardware.offload_inactive_actor='maybe'"),
+        (["generation.greedy_eval=3"], "generation.greedy_eval=3"),
+        (["hardware.num_gpus=1.5"], "hardware.num_gpus=1.5"),
     ],
 )
 def test_the_dry_run_rejects_what_training_would_reject(tmp_path, overrides, option):

@@ -1,7 +1,8 @@
-"""Atomic file writes shared by every layer: a reader sees either the old file or the complete new one.
+"""Atomic writes shared by every layer: a reader sees either the old file or directory or the complete new one.
 
-Each writer fills a temporary file beside the target, flushes it to disk and renames it over the target;
-on any error the temporary file is removed and the old file stays as it was.
+A file is filled under a temporary name beside the target, flushed to disk and renamed over it. A directory
+(a saved model, a checkpoint) is filled as a new version beside the target, and the target is a symlink that
+one rename points at the new version. On any error the temporary part is removed and the old one stays.
 """
 
 from __future__ import annotations
@@ -76,9 +77,14 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(previous, ignore_errors=True)
 
 
-def torch_save_atomic(path: str | Path, obj: Any) -> Path:
-    import torch
+def remove_directory(path: str | Path) -> None:
+    """Remove a directory written by `atomic_directory`: the link and the version it points at."""
+    import shutil
 
-    with atomic_path(path) as temporary:
-        torch.save(obj, temporary)
-    return Path(path)
+    path = Path(path)
+    if path.is_symlink():
+        target = path.resolve()
+        path.unlink()
+        shutil.rmtree(target, ignore_errors=True)
+    elif path.exists():
+        shutil.rmtree(path)

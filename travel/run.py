@@ -199,7 +199,26 @@ class Run:
         if not 0 < _number("generation.top_p", generation.top_p) <= 1:
             raise ValueError(f"generation.top_p={generation.top_p}: must be in (0, 1]")
         hardware = self.cfg.hardware
-        gpus = int(hardware.num_gpus)
+        for option, flag in (
+            ("generation.greedy_eval", generation.greedy_eval),
+            ("hardware.offload_inactive_actor", hardware.offload_inactive_actor),
+            ("hardware.gradient_checkpointing", hardware.gradient_checkpointing),
+        ):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{option}={flag!r}: expected true or false")
+        if hardware.parallel_training not in ("none", "per_device"):
+            raise ValueError(f"hardware.parallel_training={hardware.parallel_training!r}: choose none or per_device")
+        compute_dtype = hardware.get("compute_dtype")
+        if compute_dtype is not None:
+            from travel.agents.models import resolve_dtype
+
+            try:
+                resolve_dtype(compute_dtype)
+            except ValueError:
+                raise ValueError(
+                    f"hardware.compute_dtype={compute_dtype!r}: not a floating torch dtype (bfloat16, float16, float32)"
+                ) from None
+        gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)
         devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}
         for option, value in self.algorithm.device_options().items():
             if isinstance(value, (list, tuple)):

@@ -14,19 +14,25 @@ class DeviceError(ValueError):
     """A device option that cannot work on this machine; the message names the option."""
 
 
-def parse_device(text: Any, index: int) -> torch.device:
-    """One entry of hardware.agent_devices as a torch.device that exists on this machine."""
-    where = f"{OPTION}[{index}]={text!r}"
+def _device_of(where: str, text: Any) -> torch.device:
+    """A 'cpu' or 'cuda[:N]' string as a torch.device, or an error that starts with `where`."""
     if not isinstance(text, str) or not text.strip():
         raise DeviceError(f"{where}: expected a device string such as 'cpu' or 'cuda:0'")
     try:
         device = torch.device(text.strip())
     except (RuntimeError, ValueError) as exc:
         raise DeviceError(f"{where}: not a device string ({exc})") from None
+    if device.type not in ("cpu", "cuda"):
+        raise DeviceError(f"{where}: only 'cpu' and 'cuda:N' are supported")
+    return device
+
+
+def parse_device(text: Any, index: int) -> torch.device:
+    """One entry of hardware.agent_devices as a torch.device that exists on this machine."""
+    where = f"{OPTION}[{index}]={text!r}"
+    device = _device_of(where, text)
     if device.type == "cpu":
         return device
-    if device.type != "cuda":
-        raise DeviceError(f"{where}: only 'cpu' and 'cuda:N' are supported")
     if not torch.cuda.is_available():
         raise DeviceError(f"{where}: CUDA is not available on this machine (use hardware=cpu)")
     count = torch.cuda.device_count()
@@ -40,16 +46,9 @@ def check_declared_device(option: str, text: Any, declared_gpus: int) -> None:
     """A device option against the hardware option's declared GPU count (`hardware.num_gpus`), without
     touching CUDA, so mode=dry catches it on any machine."""
     where = f"{option}={text!r}"
-    if not isinstance(text, str) or not text.strip():
-        raise DeviceError(f"{where}: expected a device string such as 'cpu' or 'cuda:0'")
-    try:
-        device = torch.device(text.strip())
-    except (RuntimeError, ValueError) as exc:
-        raise DeviceError(f"{where}: not a device string ({exc})") from None
+    device = _device_of(where, text)
     if device.type == "cpu":
         return
-    if device.type != "cuda":
-        raise DeviceError(f"{where}: only 'cpu' and 'cuda:N' are supported")
     index = 0 if device.index is None else device.index
     if index >= declared_gpus:
         gpus = "no GPU" if declared_gpus == 0 else f"{declared_gpus} GPU(s), cuda:0..cuda:{declared_gpus - 1}"

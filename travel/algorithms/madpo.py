@@ -36,6 +36,7 @@ from travel.algorithms.preference_loop import (
     PreferenceRun,
     check_against_budget,
     format_preference_report,
+    preference_trainer_parts,
     require_pairs,
 )
 
@@ -198,18 +199,7 @@ class MADPOIterTrainer(MADPOTrainer):
 
 def build_madpo(config: MADPOConfig, parts: TrainingParts) -> MADPOTrainer:
     trainer = MADPOIterTrainer if config.iterative else MADPOTrainer
-    return trainer(
-        actors=parts.actors,
-        evaluator=parts.evaluator,
-        algorithm=config,
-        reward_config=parts.reward_config,
-        train_rows=parts.split.train,
-        seed=parts.seed,
-        tracker=parts.tracker,
-        run_dir=parts.run_dir,
-        comparator_spec=parts.comparator_spec,
-        score=parts.score,
-    )
+    return trainer(**preference_trainer_parts(config, parts))
 
 
 register(AlgorithmSpec("madpo", MADPOConfig, budget=madpo_budget, build_trainer=build_madpo))

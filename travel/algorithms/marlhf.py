@@ -39,6 +39,7 @@ from travel.algorithms.preference_loop import (
     TrainRows,
     check_against_budget,
     format_preference_report,
+    preference_trainer_parts,
     require_pairs,
 )
 from travel.algorithms.reward_model import (
@@ -302,19 +303,10 @@ class MARLHFIterTrainer(MARLHFTrainer):
 def build_marlhf(config: MARLHFConfig, parts: TrainingParts) -> MARLHFTrainer:
     trainer = MARLHFIterTrainer if config.iterative else MARLHFTrainer
     return trainer(
+        **preference_trainer_parts(config, parts),
         sampler=parts.sampler,
-        actors=parts.actors,
-        evaluator=parts.evaluator,
-        algorithm=config,
-        reward_config=parts.reward_config,
-        train_rows=parts.split.train,
-        seed=parts.seed,
-        tracker=parts.tracker,
-        run_dir=parts.run_dir,
-        comparator_spec=parts.comparator_spec,
         model_factory=parts.model_factory,
         gradient_checkpointing=parts.gradient_checkpointing,
-        score=parts.score,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from travel.io import torch_save_atomic
+from travel.io import atomic_directory, remove_directory
 
 
 def _cpu_state(model: Any) -> dict[str, Any]:
@@ -13,8 +13,9 @@ def _cpu_state(model: Any) -> dict[str, Any]:
 
 
 class PolicyCheckpoints:
-    """Per-iteration actor checkpoints in `<dir>/initial` and `<dir>/iteration_NNNN` (one file per agent),
-    pruned to the ones a later `history` comparator can still ask for."""
+    """Per-iteration actor checkpoints in `<dir>/initial` and `<dir>/iteration_NNNN` (one file per agent, each
+    iteration's directory swapped in complete, travel.io.atomic_directory), pruned to the ones a later
+    `history` comparator can still ask for."""
 
     def __init__(self, directory: str | Path, history_k: int):
         self.directory = Path(directory)
@@ -29,18 +30,21 @@ class PolicyCheckpoints:
 
     def save(self, iteration: int, models: Sequence[Any]) -> None:
         """Checkpoint the actors as they are at the end of `iteration` (0: before training)."""
-        for agent_id, model in enumerate(models):
-            torch_save_atomic(self.path(iteration, agent_id), _cpu_state(model))
+        import torch
+
+        with atomic_directory(self.directory / self.label(iteration)) as version:
+            for agent_id, model in enumerate(models):
+                torch.save(_cpu_state(model), version / f"agent_{agent_id}.pt")
         self._prune(iteration + 1)
 
     def _prune(self, next_iteration: int) -> None:
         oldest_needed = max(0, next_iteration - self.history_k)
-        for directory in self.directory.glob("*"):
+        for directory in self.directory.iterdir():
+            if directory.name.startswith("."):  # a version behind a label, or a save that never completed
+                continue
             number = 0 if directory.name == "initial" else int(directory.name.split("_")[-1])
             if number < oldest_needed:
-                for file in directory.glob("*"):
-                    file.unlink()
-                directory.rmdir()
+                remove_directory(directory)
 
     def source_iteration(self, iteration: int) -> int:
         """The checkpoint iteration the comparator of `iteration` (1-based) uses."""

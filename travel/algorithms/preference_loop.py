@@ -134,6 +134,22 @@ def declared_reward_range(reward_config: Any) -> tuple[float, float]:
     return tuple(config.reward_range)  # type: ignore[return-value]
 
 
+def preference_trainer_parts(config: "AlgorithmConfig", parts: Any) -> dict[str, Any]:
+    """What every preference trainer takes from the run's TrainingParts (travel/algorithms/registry.py)."""
+    return dict(
+        actors=parts.actors,
+        evaluator=parts.evaluator,
+        algorithm=config,
+        reward_config=parts.reward_config,
+        train_rows=parts.split.train,
+        seed=parts.seed,
+        tracker=parts.tracker,
+        run_dir=parts.run_dir,
+        comparator_spec=parts.comparator_spec,
+        score=parts.score,
+    )
+
+
 def load_comparator_model(name: str, device: Any) -> tuple[Any, Any]:
     """comparator=model: a frozen causal LM and its tokenizer from a hub id or local directory."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
