@@ -13,7 +13,7 @@ import torch
 
 from travel.agents.actors import Actor
 from travel.agents.models import build_tiny_random
-from travel.io import atomic_directory, write_json_atomic
+from travel.io import atomic_directory, versioned_directory, write_json_atomic
 
 TRIALS = 24
 
@@ -29,14 +29,27 @@ def test_an_atomic_json_write_replaces_the_file_only_when_complete(tmp_path):
 
 def test_a_failed_directory_write_keeps_the_previous_version(tmp_path):
     target = tmp_path / "agent_0"
-    with atomic_directory(target) as version:
+    with versioned_directory(target) as version:
         (version / "weights").write_text("old")
     with pytest.raises(RuntimeError):
-        with atomic_directory(target) as version:
+        with versioned_directory(target) as version:
             (version / "weights").write_text("new, half")
             raise RuntimeError("killed")
     assert (target / "weights").read_text() == "old"
     assert len(list(tmp_path.iterdir())) == 2  # the link and its one version
+
+
+def test_a_write_once_directory_appears_complete_or_not_at_all(tmp_path):
+    target = tmp_path / "iteration_0001"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(target) as partial:
+            (partial / "agent_0.pt").write_text("half")
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_directory(target) as partial:
+        (partial / "agent_0.pt").write_text("a")
+        assert not target.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["iteration_0001"] and not target.is_symlink()
 
 
 def _actor(seed):

@@ -49,10 +49,32 @@ def write_json_atomic(path: str | Path, payload: Any, *, indent: int | None = No
 
 @contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
-    """A fresh directory beside `path` for the body to fill; when the body returns, `path` becomes a symlink
-    to it in one rename, and the version it replaced is removed. A kill at any point leaves `path` as it was
-    (the previous version, or nothing) or pointing at the complete new one; a leftover partial version only
-    takes space. A real directory already at `path` (not made here) is moved aside first."""
+    """A directory written once: the body fills a hidden temporary directory beside `path`, which is renamed
+    to `path` when the body returns. A kill leaves no `path` or the complete one (an older `path` is removed
+    first: use `versioned_directory` for a directory saved over again)."""
+    import shutil
+    import uuid
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.parent / f".{path.name}.partial-{uuid.uuid4().hex[:12]}"
+    partial.mkdir()
+    try:
+        yield partial
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    remove_directory(path)
+    os.rename(partial, path)
+
+
+@contextmanager
+def versioned_directory(path: str | Path) -> Iterator[Path]:
+    """A directory saved over again (final actors): a fresh version beside `path` for the body to fill; when
+    the body returns, `path` becomes a symlink to it in one rename, and the version it replaced is removed. A
+    kill at any point leaves `path` as it was (the previous version, or nothing) or pointing at the complete
+    new one; a leftover partial version only takes space. A real directory already at `path` (not made here)
+    is moved aside first."""
     import shutil
     import uuid
 

@@ -96,11 +96,11 @@ class Actor:
         move_actor(self.model, self.optimizer, device)
 
     def save(self, directory: str | Path) -> Path:
-        """Weights and tokenizer; `directory` is replaced only once both are complete (travel.io.atomic_directory)."""
-        from travel.io import atomic_directory
+        """Weights and tokenizer; `directory` is replaced only once both are complete (travel.io.versioned_directory)."""
+        from travel.io import versioned_directory
 
         directory = Path(directory)
-        with atomic_directory(directory) as version:
+        with versioned_directory(directory) as version:
             self.model.save_pretrained(version)
             self.tokenizer.save_pretrained(version)
         return directory

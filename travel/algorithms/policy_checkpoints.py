@@ -14,7 +14,7 @@ def _cpu_state(model: Any) -> dict[str, Any]:
 
 class PolicyCheckpoints:
     """Per-iteration actor checkpoints in `<dir>/initial` and `<dir>/iteration_NNNN` (one file per agent, each
-    iteration's directory swapped in complete, travel.io.atomic_directory), pruned to the ones a later
+    iteration's directory renamed into place complete, travel.io.atomic_directory), pruned to the ones a later
     `history` comparator can still ask for."""
 
     def __init__(self, directory: str | Path, history_k: int):
@@ -40,7 +40,7 @@ class PolicyCheckpoints:
     def _prune(self, next_iteration: int) -> None:
         oldest_needed = max(0, next_iteration - self.history_k)
         for directory in self.directory.iterdir():
-            if directory.name.startswith("."):  # a version behind a label, or a save that never completed
+            if directory.name.startswith("."):  # a save that never completed
                 continue
             number = 0 if directory.name == "initial" else int(directory.name.split("_")[-1])
             if number < oldest_needed:
