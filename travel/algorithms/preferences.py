@@ -33,6 +33,8 @@ from travel.algorithms.preference_batch import (
     int_tuple,
 )
 
+from travel.algorithms.rollout import JointRolloutSampler
+
 if TYPE_CHECKING:
     from travel.algorithms.rollout import Policy, ScoreFn
     from travel.generation.requests import Candidate
@@ -104,22 +106,20 @@ def generation_chunks(total: int, batch_size: int) -> list[int]:
     return [min(batch_size, total - start) for start in range(0, total, batch_size)]
 
 
-class RolePoliciesSource:
-    """Decentralized joint candidates from two role policies (travel.algorithms.rollout.Policy): each role
-    samples under its own prompt in calls of at most `batch_size`; candidate k of both roles is joint k.
-    `around_sampling`, when given, is entered around every generation call (a comparator's random stream)."""
+class RolePoliciesSource(JointRolloutSampler):
+    """Decentralized joint candidates from two role policies (travel.algorithms.rollout.Policy) through the
+    rollout seam's sampler: each role samples under its own prompt in generation calls of at most
+    `batch_size` (algorithm.preference_generation_batch_size); candidate k of both roles is joint k. Labels
+    are scored by `collect_row_pairs`, with the run's score function. Bad candidates are PreferenceErrors."""
 
     kind = DECENTRALIZED
 
-    def __init__(
-        self, policies: Sequence["Policy"], batch_size: int, around_sampling: Optional[Callable[[], Any]] = None
-    ):
+    def __init__(self, policies: Sequence["Policy"], batch_size: int):
         if len(policies) != 2:
             raise PreferenceError(f"decentralized collection needs two role policies, got {len(policies)}")
         generation_chunks(1, batch_size)
-        self.policies = tuple(policies)
+        super().__init__(policies, candidates_per_call=batch_size)
         self.batch_size = batch_size
-        self.around_sampling = around_sampling
 
     def prompt_ids(self, row: "TravelRow") -> tuple[TokenIds, ...]:
         return tuple(
@@ -127,26 +127,20 @@ class RolePoliciesSource:
             for a, p in enumerate(self.policies)
         )
 
-    def _role_candidates(self, row: "TravelRow", agent_id: int, total: int) -> list["Candidate"]:
-        policy, out = self.policies[agent_id], []
-        for size in generation_chunks(total, self.batch_size):
-            if self.around_sampling is None:
-                batch = list(policy.sample(row, size))
-            else:
-                with self.around_sampling():
-                    batch = list(policy.sample(row, size))
-            if len(batch) != size:
-                raise PreferenceError(
-                    f"row {row.source_index}, agent {agent_id}: a generation call returned {len(batch)} "
-                    f"candidates, expected {size}"
-                )
-            out.extend(batch)
-        return out
+    def _check_call(self, policy: "Policy", row: "TravelRow", returned: int, expected: int) -> None:
+        if returned != expected:
+            raise PreferenceError(
+                f"row {row.source_index}, agent {policy.agent_id}: a generation call returned {returned} "
+                f"candidates, expected {expected}"
+            )
+
+    def _check_candidates(self, policy: "Policy", row: "TravelRow", candidates: Sequence["Candidate"], expected: int) -> None:
+        """Counts are checked per call; token ids and masks when the joint candidates are built."""
 
     def sample(self, row: "TravelRow", num_candidates: int) -> list[JointCandidate]:
-        roles = [self._role_candidates(row, agent_id, num_candidates) for agent_id in range(2)]
+        (agents,) = self.sample_agents([row], num_candidates)
         joint = []
-        for k, (logistics, experience) in enumerate(zip(*roles)):
+        for k, (logistics, experience) in enumerate(zip(*(agent.candidates for agent in agents))):
             where = f"row {row.source_index}, candidate {k}"
             joint.append(
                 JointCandidate(

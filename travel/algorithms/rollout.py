@@ -11,6 +11,10 @@ drive the seam with scripted candidates and trainers with real actors. A policy 
 call: `rollouts` hands it up to `rows_per_call` rows at once (all given rows when None). On a GPU a
 decode step costs about the same for 4 or 40 sequences, so a buffer of rows sampled together takes a
 fraction of the time the rows take one by one; the rows' actions do not depend on each other.
+
+The same sampler draws preference collection's candidates (travel.algorithms.preferences.RolePoliciesSource,
+for the target actors and a comparator's role policies) with `candidates_per_call`, the generation batch, and
+`sample_agents`, the sampling half of a rollout; collection labels them with the run's score function.
 """
 
 from __future__ import annotations
@@ -117,7 +121,11 @@ class JointRolloutSampler:
         score: ScoreFn | None = None,
         parallel: bool = False,
         rows_per_call: int | None = None,
+        candidates_per_call: int | None = None,
     ):
+        """`candidates_per_call`: each agent samples a row's candidates in generation calls of at most this
+        many, one row at a time (preference collection's generation batch); None: all of a call's rows and
+        candidates in one call per agent."""
         if len(policies) != 2:
             raise ValueError(f"a joint rollout needs exactly two policies (logistics, experience), got {len(policies)}")
         for expected, policy in enumerate(policies):
@@ -127,30 +135,75 @@ class JointRolloutSampler:
         self.reward_config = reward_config
         self.score = score or _default_score
         self.rows_per_call = rows_per_call_option(rows_per_call)
+        if candidates_per_call is not None and candidates_per_call < 1:
+            raise ValueError(f"candidates_per_call={candidates_per_call}: must be >= 1")
+        self.candidates_per_call = candidates_per_call
         self.env_step = 0
         self._workers = [ThreadPoolExecutor(max_workers=1) for _ in policies] if parallel else None
+
+    def _sampled_groups(
+        self, policy: Policy, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool
+    ) -> list[list["Candidate"]]:
+        if self.candidates_per_call is None:
+            return sample_rows(policy, rows, num_candidates, greedy)
+        groups = []
+        for row in rows:
+            group: list["Candidate"] = []
+            for start in range(0, num_candidates, self.candidates_per_call):
+                size = min(self.candidates_per_call, num_candidates - start)
+                call = list(policy.sample(row, size, greedy=greedy))
+                self._check_call(policy, row, len(call), size)
+                group.extend(call)
+            groups.append(group)
+        return groups
+
+    def _check_call(self, policy: Policy, row: "TravelRow", returned: int, expected: int) -> None:
+        """One generation call of `candidates_per_call` returned `returned` candidates."""
+        if returned != expected:
+            raise RuntimeError(
+                f"agent {policy.agent_id} returned {returned} candidates for row {row.source_index} in one call, "
+                f"expected {expected}"
+            )
+
+    def _check_candidates(self, policy: Policy, row: "TravelRow", candidates: Sequence["Candidate"], expected: int) -> None:
+        if len(candidates) != expected:
+            raise RuntimeError(
+                f"agent {policy.agent_id} returned {len(candidates)} candidates for row {row.source_index}, "
+                f"expected {expected}"
+            )
+        for k, candidate in enumerate(candidates):
+            if len(candidate.token_ids) != len(candidate.value_mask):
+                raise RuntimeError(
+                    f"agent {policy.agent_id}, row {row.source_index}, candidate {k}: value mask has "
+                    f"{len(candidate.value_mask)} entries for {len(candidate.token_ids)} tokens"
+                )
 
     def _agent_samples(
         self, policy: Policy, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool
     ) -> list[AgentSamples]:
-        groups = sample_rows(policy, rows, num_candidates, greedy)
+        groups = self._sampled_groups(policy, rows, num_candidates, greedy)
         if len(groups) != len(rows):
             raise RuntimeError(f"agent {policy.agent_id} returned candidates for {len(groups)} of {len(rows)} rows")
         samples = []
         for row, candidates in zip(rows, groups):
-            if len(candidates) != num_candidates:
-                raise RuntimeError(
-                    f"agent {policy.agent_id} returned {len(candidates)} candidates for row {row.source_index}, "
-                    f"expected {num_candidates}"
-                )
-            for k, candidate in enumerate(candidates):
-                if len(candidate.token_ids) != len(candidate.value_mask):
-                    raise RuntimeError(
-                        f"agent {policy.agent_id}, row {row.source_index}, candidate {k}: value mask has "
-                        f"{len(candidate.value_mask)} entries for {len(candidate.token_ids)} tokens"
-                    )
+            self._check_candidates(policy, row, candidates, num_candidates)
             samples.append(AgentSamples(policy.agent_id, policy.prompt_ids(row), tuple(candidates)))
         return samples
+
+    def sample_agents(
+        self, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool = False
+    ) -> list[tuple[AgentSamples, ...]]:
+        """Per row, each agent's `num_candidates` candidates (unscored); candidate k of both is joint action k.
+        The agents sample in agent order, or in their worker threads when parallel."""
+        if self._workers is None:
+            per_agent = [self._agent_samples(p, rows, num_candidates, greedy) for p in self.policies]
+        else:
+            futures = [
+                worker.submit(self._agent_samples, policy, rows, num_candidates, greedy)
+                for worker, policy in zip(self._workers, self.policies)
+            ]
+            per_agent = [future.result() for future in futures]
+        return [tuple(samples[index] for samples in per_agent) for index in range(len(rows))]
 
     def rollout(
         self, row: "TravelRow", num_candidates: int, *, greedy: bool = False, count_env_steps: bool = True
@@ -176,18 +229,10 @@ class JointRolloutSampler:
         self, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool, count_env_steps: bool
     ) -> list[JointRollout]:
         started = time.perf_counter()
-        if self._workers is None:
-            per_agent = [self._agent_samples(p, rows, num_candidates, greedy) for p in self.policies]
-        else:
-            futures = [
-                worker.submit(self._agent_samples, policy, rows, num_candidates, greedy)
-                for worker, policy in zip(self._workers, self.policies)
-            ]
-            per_agent = [future.result() for future in futures]
+        sampled = self.sample_agents(rows, num_candidates, greedy)
         generation_seconds = (time.perf_counter() - started) / len(rows)
         rollouts = []
-        for index, row in enumerate(rows):
-            agents = tuple(samples[index] for samples in per_agent)
+        for row, agents in zip(rows, sampled):
             scoring = time.perf_counter()
             pairs = [tuple(agent.candidates[k].text for agent in agents) for k in range(num_candidates)]
             results = tuple(self.score(row, pairs, self.reward_config))
