@@ -41,13 +41,6 @@ def build(node: Any) -> Any:
         raise
 
 
-def _number(option: str, value: Any, integer: bool = False) -> float:
-    """A numeric option's value, or an error naming the option (an integer option is never truncated)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise ValueError(f"{option}={value!r}: expected {'an integer' if integer else 'a number'}")
-    return value
-
-
 class Run:
     MODES = ("dry", "train")
 
@@ -169,64 +162,10 @@ class Run:
         return ComparatorSpec.from_config(self.cfg, self.algorithm)
 
     def check_options(self) -> None:
-        """What both modes check before any weights load: the algorithm, its comparator and budget, the
-        generation settings, and every device option against the hardware option's declared GPUs."""
-        from travel.agents.devices import check_declared_device
-        from travel.algorithms.evaluation import eval_rows_per_call_option
-        from travel.algorithms.rollout import rows_per_call_option
-        from travel.generation.decoder import VALUE_MODES
+        """What both modes check before any weights load (travel/run_options.py)."""
+        from travel.run_options import check_run_options
 
-        seed, threads = self.cfg.seed, self.cfg.hardware.get("torch_threads")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed={seed!r}: expected an integer")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"hardware.torch_threads={threads!r}: expected an integer >= 1 (or null)")
-        self.comparator_spec  # noqa: B018  (option combinations fail before the budget)
-        self.budget()
-        if not self.data.split.anchor:
-            raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
-        generation = self.cfg.generation
-        for key in ("max_new_tokens", "max_value_tokens"):
-            if _number(f"generation.{key}", generation[key], integer=True) < 1:
-                raise ValueError(f"generation.{key}={generation[key]}: must be >= 1")
-        rows_per_call_option(OmegaConf.select(generation, "rows_per_call", default=None))
-        eval_rows_per_call_option(OmegaConf.select(generation, "eval_rows_per_call", default=1))
-        values = OmegaConf.select(generation, "values", default="free")
-        if values not in VALUE_MODES:
-            raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
-        if not _number("generation.temperature", generation.temperature) > 0:
-            raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
-        if not 0 < _number("generation.top_p", generation.top_p) <= 1:
-            raise ValueError(f"generation.top_p={generation.top_p}: must be in (0, 1]")
-        hardware = self.cfg.hardware
-        for option, flag in (
-            ("generation.greedy_eval", generation.greedy_eval),
-            ("hardware.offload_inactive_actor", hardware.offload_inactive_actor),
-            ("hardware.gradient_checkpointing", hardware.gradient_checkpointing),
-        ):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{option}={flag!r}: expected true or false")
-        if hardware.parallel_training not in ("none", "per_device"):
-            raise ValueError(f"hardware.parallel_training={hardware.parallel_training!r}: choose none or per_device")
-        compute_dtype = hardware.get("compute_dtype")
-        if compute_dtype is not None:
-            from travel.agents.models import resolve_dtype
-
-            try:
-                resolve_dtype(compute_dtype)
-            except ValueError:
-                raise ValueError(
-                    f"hardware.compute_dtype={compute_dtype!r}: not a floating torch dtype (bfloat16, float16, float32)"
-                ) from None
-        gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)
-        devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}
-        for option, value in self.algorithm.device_options().items():
-            if isinstance(value, (list, tuple)):
-                devices.update({f"{option}[{i}]": device for i, device in enumerate(value)})
-            else:
-                devices[option] = value
-        for option, device in devices.items():
-            check_declared_device(option, device, gpus)
+        check_run_options(self)
 
     def _training_plan(self):
         """The split after checking every option a training run needs, without loading weights: the options
