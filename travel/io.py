@@ -47,23 +47,36 @@ def write_json_atomic(path: str | Path, payload: Any, *, indent: int | None = No
     return write_text_atomic(path, text)
 
 
+def _sibling(path: Path, tag: str) -> Path:
+    """A hidden, unique name beside `path`."""
+    import uuid
+
+    return path.parent / f".{path.name}.{tag}{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def _filled_directory(path: Path, tag: str) -> Iterator[Path]:
+    """A new hidden directory beside `path` for the body to fill; removed if the body fails."""
+    import shutil
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    directory = _sibling(path, tag)
+    directory.mkdir()
+    try:
+        yield directory
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+
+
 @contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
     """A directory written once: the body fills a hidden temporary directory beside `path`, which is renamed
     to `path` when the body returns. A kill leaves no `path` or the complete one (an older `path` is removed
     first: use `versioned_directory` for a directory saved over again)."""
-    import shutil
-    import uuid
-
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.parent / f".{path.name}.partial-{uuid.uuid4().hex[:12]}"
-    partial.mkdir()
-    try:
+    with _filled_directory(path, "partial-") as partial:
         yield partial
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     remove_directory(path)
     os.rename(partial, path)
 
@@ -76,23 +89,16 @@ def versioned_directory(path: str | Path) -> Iterator[Path]:
     new one; a leftover partial version only takes space. A real directory already at `path` (not made here)
     is moved aside first."""
     import shutil
-    import uuid
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    version = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}"
-    version.mkdir()
-    try:
+    with _filled_directory(path, "") as version:
         yield version
-    except BaseException:
-        shutil.rmtree(version, ignore_errors=True)
-        raise
     previous = path.resolve() if path.is_symlink() else None
     if path.exists() and not path.is_symlink():
-        aside = path.parent / f".{path.name}.replaced-{uuid.uuid4().hex[:12]}"
+        aside = _sibling(path, "replaced-")
         os.replace(path, aside)
         previous = aside
-    link = path.parent / f".{path.name}.link-{uuid.uuid4().hex[:12]}"
+    link = _sibling(path, "link-")
     os.symlink(version.name, link)
     os.replace(link, path)
     if previous is not None and previous != version.resolve() and previous.exists():
@@ -100,7 +106,7 @@ def versioned_directory(path: str | Path) -> Iterator[Path]:
 
 
 def remove_directory(path: str | Path) -> None:
-    """Remove a directory written by `atomic_directory`: the link and the version it points at."""
+    """Remove a directory written here: a link and the version it points at, or a plain directory."""
     import shutil
 
     path = Path(path)

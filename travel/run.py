@@ -75,6 +75,7 @@ class Run:
     def short_epochs(self) -> int:
         return int(self.cfg.curriculum.short_epochs)
 
+    @cached_property
     def budget(self):
         """The algorithm's budget over this run's split: what mode=dry reports and the trainer checks."""
         return self.algorithm_spec.budget(self.algorithm, self.data.split, self.short_epochs)

@@ -34,7 +34,7 @@ def check_run_options(run: "Run") -> None:
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"hardware.torch_threads={threads!r}: expected an integer >= 1 (or null)")
     run.comparator_spec  # noqa: B018  (option combinations fail before the budget)
-    run.budget()
+    run.budget  # noqa: B018  (bad options fail here, before any weights load)
     if not run.data.split.anchor:
         raise ValueError("curriculum.eval_per_cell=0: training evaluates the anchor panel, so the eval pool must not be empty")
     generation = run.cfg.generation

@@ -140,7 +140,8 @@ class ScalableCurriculum:
 
     def split(self, rows: Sequence[TravelRow]) -> CurriculumSplit:
         """Filter `rows` (source order) and split them; raises CurriculumError naming the option that cannot work."""
-        candidates = self.filter(rows)
+        excluded = self.excluded(rows)
+        candidates = [row for row in rows if row.source_index not in excluded]
         if not candidates:
             raise CurriculumError(
                 f"curriculum filters (days={self.days}, levels={self.levels}, "
@@ -175,7 +176,6 @@ class ScalableCurriculum:
             raise CurriculumError(
                 f"curriculum.eval_panel_size={self.eval_panel_size} does not divide the {len(evals)} eval rows"
             )
-        excluded = self.excluded(rows)
         used = {row.source_index for row in (*train, *evals)}
         for key in keys:
             cell = ", ".join(f"{name}={value}" for name, value in zip(self.stratify_by, key))

@@ -54,7 +54,7 @@ def algorithm_budget_report(run: "Run") -> dict[str, Any]:
     algorithm, comparator, generation and device options work together (Run.check_options)."""
     run.check_options()
     spec = run.comparator_spec
-    budget = run.budget().to_report()
+    budget = run.budget.to_report()
     budget.pop("train_rows")
     budget["budget_details"] = budget.pop("details")
     return {**budget, "comparator": spec.name, "generation_mode": spec.generation_mode}
