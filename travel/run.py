@@ -97,7 +97,6 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
-        from travel.agents.actors import build_actors
         from travel.algorithms.evaluation import Evaluator
         from travel.algorithms.rollout import JointRolloutSampler
 
@@ -110,7 +109,7 @@ class Run:
         generation = self.cfg.generation
         actors = sampler = None
         try:
-            actors = build_actors(
+            actors = instantiate(self.cfg.actor)(
                 model_factory,
                 self.cfg.hardware,
                 generation,
@@ -118,7 +117,7 @@ class Run:
                 seed=int(self.cfg.seed),
             )
             sampler = JointRolloutSampler(
-                actors.actors,
+                actors,
                 self.reward_config,
                 score=self.score,
                 parallel=actors.parallel,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from tests.fixtures import five_day_fixture_row, fixture_row
-from travel.agents.actors import build_actors
+from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
 from travel.task.actions import parse_assignments
 from travel.task.roles import role_capacity
@@ -14,7 +14,7 @@ from travel.task.roles import role_capacity
 def test_sample_rows_equals_row_by_row_sampling():
     hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none"}
     generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8}
-    actors = build_actors(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
+    actors = build_layout(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
     rows = [five_day_fixture_row(), fixture_row()]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -40,7 +40,7 @@ def test_bf16_compute_decodes_and_updates_over_fp32_master_weights():
 
     hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compute_dtype": "bfloat16"}
     generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8}
-    actors = build_actors(build_tiny_random, hardware, generation, learning_rate=1e-5, seed=0)
+    actors = build_layout(build_tiny_random, hardware, generation, learning_rate=1e-5, seed=0)
     row = fixture_row()
     actor = actors[1]
     candidates = actor.sample(row, 2)

@@ -29,7 +29,7 @@ from travel.agents.models import (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONF = REPO_ROOT / "conf" / "model"
 SHARED_OPTIONS = {"path", "dtype", "attn_implementation", "seed", "name"}
-# set by the hardware option for every actor (travel.agents.actors.build_actors), never by the model option
+# set by the hardware option for every actor (travel.agents.actors.build_layout), never by the model option
 HARDWARE_OPTIONS = {"gradient_checkpointing", "device"}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from travel.agents.actors import build_actors
+from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
 from travel.agents.parking import HostStash, actor_slots, park, unpark
 
@@ -112,7 +112,7 @@ def test_without_pinned_memory_the_stash_warns_once_and_parks_in_pageable_memory
 def test_a_gpu_actor_parks_in_pinned_memory_frees_the_gpu_and_comes_back_unchanged():
     hardware = {"agent_devices": ["cuda:0", "cuda:0"], "parallel_training": "none", "offload_inactive_actor": True}
     generation = {"max_new_tokens": 64, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8}
-    actors = build_actors(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
+    actors = build_layout(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
     actor = actors[0]
     ids = torch.arange(1, 9, device="cuda").reshape(1, -1)
     actor.model(input_ids=ids, labels=ids).loss.backward()

@@ -78,7 +78,7 @@ def preference_batch(num_pairs=3, seed=0):
 
 
 class Group:
-    """The part of travel.agents.actors.ActorGroup joint DPO uses."""
+    """The part of travel.agents.layouts.PolicyLayout joint DPO uses."""
 
     def __init__(self, actors):
         self.actors = tuple(actors)

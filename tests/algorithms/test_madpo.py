@@ -20,7 +20,7 @@ from tests.fixtures import (
     role_action_text,
     valid_plan_values,
 )
-from travel.agents.actors import ActorGroup
+from travel.agents.layouts import DecentralizedLayout
 from travel.agents.models import build_tiny_random
 from travel.algorithms.comparators import ComparatorSpec
 from travel.algorithms.evaluation import Evaluator
@@ -104,7 +104,7 @@ def parts(tmp_path: Path, train_count=2, target_kinds=("valid", "dash", "junk"),
     train = rows(train_count)
     evaluation = rows(1, first_index=100)
     actors = [ScriptedActor(a, seed=70 + a, target_kinds=target_kinds, comparator_kinds=comparator_kinds) for a in range(2)]
-    group = ActorGroup(actors)
+    group = DecentralizedLayout(actors)
     tracker = Tracker(tmp_path)
     sampler = JointRolloutSampler(group.actors)
     evaluator = Evaluator(sampler, anchor_rows=evaluation, eval_rows=evaluation, panel_size=1, tracker=tracker, progress=False)

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from travel.agents.actors import Actor, ActorGroup, build_actors
+from travel.agents.actors import Actor, build_layout
+from travel.agents.layouts import DecentralizedLayout
 from travel.agents.devices import DeviceError, agent_devices
 from travel.algorithms.magrpo import BufferSample, MAGRPOTrainer, group_advantages, value_loss_step
 from travel.algorithms.results import BudgetDrift
@@ -211,7 +212,7 @@ class RecordingTrainer(MAGRPOTrainer):
 def scripted_run():
     rows = [SimpleNamespace(source_index=i) for i in range(3)]
     schedule = TrainingSchedule((Phase("short", tuple(rows[:2]), 1), Phase("full", tuple(rows), 2)), 2, 2)
-    actors = ActorGroup([make_actor(0, seed=0, optimizer=torch.optim.AdamW, lr=0.05),
+    actors = DecentralizedLayout([make_actor(0, seed=0, optimizer=torch.optim.AdamW, lr=0.05),
                          make_actor(1, seed=1, optimizer=torch.optim.AdamW, lr=0.05)])
     sampler = JointRolloutSampler([ScriptedPolicy(0), ScriptedPolicy(1)], score=scripted_score)
     tracker, evaluator = RecordingTracker(), FakeEvaluator()
@@ -296,7 +297,7 @@ class FakeActor:
 
 def test_the_inactive_actor_waits_on_the_cpu_and_returns_even_when_an_update_fails():
     actors = [FakeActor(0, "cuda:0"), FakeActor(1, "cuda:0")]
-    group = ActorGroup(actors, offload_inactive=True)
+    group = DecentralizedLayout(actors, offload_inactive=True)
     seen = []
 
     def step(actor):
@@ -314,15 +315,15 @@ def test_the_inactive_actor_waits_on_the_cpu_and_returns_even_when_an_update_fai
 
 def test_cpu_actors_and_disabled_offload_never_move():
     actors = [FakeActor(0, "cpu"), FakeActor(1, "cpu")]
-    assert ActorGroup(actors, offload_inactive=True).update_each(lambda a: a.agent_id) == [0, 1]
+    assert DecentralizedLayout(actors, offload_inactive=True).update_each(lambda a: a.agent_id) == [0, 1]
     gpu = [FakeActor(0, "cuda:0"), FakeActor(1, "cuda:0")]
-    ActorGroup(gpu, offload_inactive=False).update_each(lambda a: a.agent_id)
+    DecentralizedLayout(gpu, offload_inactive=False).update_each(lambda a: a.agent_id)
     assert all(not a.moves for a in actors + gpu)
 
 
 def test_parallel_updates_run_one_thread_per_actor_in_agent_order():
     actors = [FakeActor(0, "cuda:0"), FakeActor(1, "cuda:1")]
-    group = ActorGroup(actors, parallel=True, offload_inactive=True)
+    group = DecentralizedLayout(actors, parallel=True, offload_inactive=True)
     try:
         results = group.update_each(lambda a: (a.agent_id, threading.get_ident()))
     finally:
@@ -357,5 +358,5 @@ def test_devices_are_checked_before_the_model_factory_is_called():
     hardware = {"agent_devices": ["cuda:99", "cpu"], "parallel_training": "none"}
     generation = {"max_new_tokens": 64, "max_value_tokens": 4, "temperature": 0.7, "top_p": 0.8}
     with pytest.raises(DeviceError, match="hardware.agent_devices"):
-        build_actors(lambda **kw: calls.append(kw), hardware, generation, learning_rate=2e-5, seed=0)
+        build_layout(lambda **kw: calls.append(kw), hardware, generation, learning_rate=2e-5, seed=0)
     assert calls == []

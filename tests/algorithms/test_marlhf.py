@@ -9,7 +9,7 @@ import torch
 
 from tests.algorithms.test_madpo import CURRENT_COPY, changed, parts, records, snapshot, texts
 from travel.agents.models import build_tiny_random
-from travel.agents.actors import ActorGroup
+from travel.agents.layouts import DecentralizedLayout
 from travel.algorithms.marlhf import MARLHFIterTrainer, MARLHFTrainer
 from travel.algorithms.preference_loop import NoPreferencePairs
 from travel.algorithms.replay import ReplayStore
@@ -180,7 +180,7 @@ def test_both_actors_wait_on_the_cpu_while_the_reward_model_fits_and_come_back_o
         def to(self, device):
             moves.append((self.name, torch.device(device).type))
 
-    group = ActorGroup([Actor("a0"), Actor("a1")])
+    group = DecentralizedLayout([Actor("a0"), Actor("a1")])
     with contextlib.suppress(RuntimeError), group.all_on_cpu():
         assert moves == [("a0", "cpu"), ("a1", "cpu")]
         raise RuntimeError("fitting failed")

@@ -8,7 +8,7 @@ from tests.fixtures import all_dash_action_text, fixture_raw, role_action_text, 
 from travel.algorithms.preference_batch import COMPARATOR, TARGET, CandidateRef, PreferenceBatch, PreferenceError
 from travel.algorithms.preferences import (
     PreferenceSettings,
-    RolePoliciesSource,
+    PolicySource,
     collect_preferences,
     generation_chunks,
     select_comparator_reward,
@@ -135,7 +135,7 @@ def scripted(row, kinds, token_base):
 def test_reward_gap_collection_keeps_exact_tokens_of_both_roles_and_prompt_ids_once():
     row = row_from()
     policies = scripted(row, ["dash", "valid", "junk", "valid"], 100)
-    source = RolePoliciesSource(policies, batch_size=3)
+    source = PolicySource(policies, batch_size=3)
     collection = collect_preferences([row], source, PreferenceSettings(4, 0, 6, "reward_gap"))
     assert [p.calls for p in policies] == [[3, 1], [3, 1]]
     batch = collection.batch
@@ -158,7 +158,7 @@ def test_identical_texts_stay_distinct_candidates_keyed_by_index():
     row = row_from()
     policies = scripted(row, ["valid", "valid", "dash"], 200)
     batch = collect_preferences(
-        [row], RolePoliciesSource(policies, 20), PreferenceSettings(3, 0, 6, "reward_gap")
+        [row], PolicySource(policies, 20), PreferenceSettings(3, 0, 6, "reward_gap")
     ).batch
     assert [(p.winner_ref.index, p.loser_ref.index) for p in batch] == [(0, 2), (1, 2)]
     assert batch.pairs[0].winner.sequences[0].ids != batch.pairs[1].winner.sequences[0].ids
@@ -166,8 +166,8 @@ def test_identical_texts_stay_distinct_candidates_keyed_by_index():
 
 def test_comparator_collection_pairs_target_with_comparator():
     row = row_from()
-    target = RolePoliciesSource(scripted(row, ["valid", "dash", "junk"], 300), 20)
-    comparator = RolePoliciesSource(scripted(row, ["dash", "dash", "valid"], 400), 20)
+    target = PolicySource(scripted(row, ["valid", "dash", "junk"], 300), 20)
+    comparator = PolicySource(scripted(row, ["dash", "dash", "valid"], 400), 20)
     collection = collect_preferences(
         [row], target, PreferenceSettings(3, 3, 6, "comparator_reward"), comparator=comparator, iteration=2
     )
@@ -184,7 +184,7 @@ def test_comparator_collection_pairs_target_with_comparator():
 def test_all_tied_rows_give_no_pairs_and_are_reported():
     row = row_from()
     collection = collect_preferences(
-        [row], RolePoliciesSource(scripted(row, ["dash"] * 4, 0), 20), PreferenceSettings(4, 0, 6, "reward_gap")
+        [row], PolicySource(scripted(row, ["dash"] * 4, 0), 20), PreferenceSettings(4, 0, 6, "reward_gap")
     )
     assert len(collection.batch) == 0 and collection.rows_without_pairs == (row.source_index,)
 
@@ -193,11 +193,11 @@ def test_a_short_generation_call_or_a_bad_mask_is_named():
     row = row_from()
     policies = scripted(row, ["dash", "valid"], 0)
     with pytest.raises(PreferenceError, match="returned 2 candidates, expected 3"):
-        collect_preferences([row], RolePoliciesSource(policies, 20), PreferenceSettings(3, 0, 6, "reward_gap"))
+        collect_preferences([row], PolicySource(policies, 20), PreferenceSettings(3, 0, 6, "reward_gap"))
     policies = scripted(row, ["dash", "valid"], 0)
     policies[1].candidates[1].value_mask = [1, 0]
     with pytest.raises(PreferenceError, match="candidate 1, agent 1: value mask has 2 entries for 3 tokens"):
-        collect_preferences([row], RolePoliciesSource(policies, 20), PreferenceSettings(2, 0, 6, "reward_gap"))
+        collect_preferences([row], PolicySource(policies, 20), PreferenceSettings(2, 0, 6, "reward_gap"))
 
 
 def test_no_annotated_plan_reaches_any_label():
@@ -208,7 +208,7 @@ def test_no_annotated_plan_reaches_any_label():
     batches = []
     for annotated in (plan, other):
         row = row_from(annotated_plan=repr(annotated), gold_plan=repr(annotated))
-        source = RolePoliciesSource(scripted(row, ["dash", "valid", "junk", "dash"], 500), 20)
+        source = PolicySource(scripted(row, ["dash", "valid", "junk", "dash"], 500), 20)
         batches.append(collect_preferences([row], source, PreferenceSettings(4, 0, 6, "reward_gap")).batch)
     summary = [[(p.winner_ref, p.loser_ref, p.winner_reward, p.loser_reward) for p in b] for b in batches]
     assert summary[0] == summary[1] and len(summary[0]) == 5
@@ -218,7 +218,7 @@ def test_batches_combine_split_and_refuse_mixed_kinds():
     row = row_from()
     batch = collect_preferences(
         [row],
-        RolePoliciesSource(scripted(row, ["dash", "valid", "junk"], 0), 20),
+        PolicySource(scripted(row, ["dash", "valid", "junk"], 0), 20),
         PreferenceSettings(3, 0, 6, "reward_gap"),
     ).batch
     assert [len(b) for b in batch.minibatches(2)] == [2, 1]

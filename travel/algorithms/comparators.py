@@ -170,15 +170,15 @@ def same_weights(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 @dataclass
 class ComparatorPolicies:
-    """The comparator of one collection phase: a model and a generator per role."""
+    """The comparator of one collection phase: a model and a generator per policy of the actors' layout."""
 
     label: str
-    models: tuple[Any, Any]
-    generators: tuple[Any, Any]
+    models: tuple[Any, ...]
+    generators: tuple[Any, ...]
 
     @property
     def shared(self) -> bool:
-        return self.models[0] is self.models[1]
+        return len(self.models) == 2 and self.models[0] is self.models[1]
 
 
 def vocabulary_mismatch(reference: Any, other: Any) -> Optional[str]:
@@ -244,9 +244,12 @@ class Comparator:
     def devices(self) -> tuple[str, ...]:
         return tuple(device_key(d) for d in self.spec.devices)
 
-    def _share(self, states: Sequence[Mapping[str, Any]], build: Callable[[int, str], Any]) -> tuple[Any, Any]:
+    def _share(self, states: Sequence[Mapping[str, Any]], build: Callable[[int, str], Any]) -> tuple[Any, ...]:
+        """One model per policy; two role policies with identical weights on one device share one."""
         devices = self.devices
         first = build(0, devices[0])
+        if len(states) == 1:
+            return (first,)
         if devices[0] == devices[1] and same_weights(states[0], states[1]):
             return first, first
         return first, build(1, devices[1])
@@ -254,10 +257,11 @@ class Comparator:
     def _build(
         self, iteration: int, actor_models: Sequence[Any], actor_tokenizers: Sequence[Any]
     ) -> ComparatorPolicies:
+        policies = range(len(actor_models))  # two role actors, or one joint actor
         devices = self.devices
-        generators = tuple(self.stream.generator(d) for d in devices)
+        generators = tuple(self.stream.generator(devices[i]) for i in policies)
         if self.spec.policy == "current_copy":
-            models = tuple(actor_models[i] if devices[i] == self.actor_devices[i] else None for i in range(2))
+            models = tuple(actor_models[i] if devices[i] == self.actor_devices[i] else None for i in policies)
             if None in models:
                 live = [m.state_dict() for m in actor_models]
                 copies = self._share(live, lambda i, d: frozen_copy(actor_models[i], d))
@@ -266,7 +270,7 @@ class Comparator:
         if self.spec.policy == "history":
             assert self.checkpoints is not None
             source = self.checkpoints.source_iteration(iteration)
-            states = [self.checkpoints.load(source, i) for i in range(2)]
+            states = [self.checkpoints.load(source, i) for i in policies]
 
             def restored(i: int, device: str) -> Any:
                 return frozen_copy(actor_models[i], device, states[i])
@@ -278,13 +282,13 @@ class Comparator:
             self.check_vocabulary(actor_tokenizers, self.load_tokenizer(name))
         assert self.load_model is not None
         loaded: dict[str, Any] = {}
-        for device in dict.fromkeys(devices):
+        for device in dict.fromkeys(devices[i] for i in policies):
             model, tokenizer = self.load_model(name, device)
             self.check_vocabulary(actor_tokenizers, tokenizer)
             model.eval()
             model.requires_grad_(False)
             loaded[device] = model
-        return ComparatorPolicies(name, (loaded[devices[0]], loaded[devices[1]]), generators)
+        return ComparatorPolicies(name, tuple(loaded[devices[i]] for i in policies), generators)
 
     @contextmanager
     def collection(
@@ -338,16 +342,19 @@ class ComparatorRolePolicy:
 
 
 def comparator_source(
-    actors: Sequence[Any], policies: ComparatorPolicies, batch_size: int, spec: Optional[ComparatorSpec] = None
+    layout: Any, policies: ComparatorPolicies, batch_size: int, spec: Optional[ComparatorSpec] = None
 ) -> Any:
-    """The JointSource of one collection phase's comparator (travel.algorithms.preferences): one call per role,
-    or the central teacher when `spec.generation_mode` is centralized."""
-    from travel.algorithms.preferences import RolePoliciesSource
+    """The JointSource of one collection phase's comparator (travel.algorithms.preferences): one call per policy
+    of the actors' layout (two role actors, or the joint actor), or the central teacher when decentralized
+    actors use generation_mode=centralized."""
+    from travel.algorithms.preferences import PolicySource
+    from travel.algorithms.rollout import as_layout
 
-    if spec is not None and spec.generation_mode == "centralized":
+    layout = as_layout(layout)
+    if spec is not None and spec.generation_mode == "centralized" and not layout.joint:
         from travel.algorithms.central_teacher import CentralTeacherSource
 
         index = spec.teacher_agent_index
-        return CentralTeacherSource(actors, policies.models[index], policies.generators[index], batch_size, index)
-    roles = [ComparatorRolePolicy(actors[i], policies.models[i], policies.generators[i]) for i in range(2)]
-    return RolePoliciesSource(roles, batch_size)
+        return CentralTeacherSource(layout.actors, policies.models[index], policies.generators[index], batch_size, index)
+    acting = [ComparatorRolePolicy(actor, policies.models[i], policies.generators[i]) for i, actor in enumerate(layout.actors)]
+    return PolicySource(layout, batch_size, policies=acting)

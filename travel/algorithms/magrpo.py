@@ -158,7 +158,7 @@ class MAGRPOTrainer:
         # MAGRPO uploads turn_1/*; the preference runs (MARLHF online phase) keep them in metrics.jsonl only
         self.upload_turn_metrics = upload_turn_metrics
         self.epochs = schedule.epochs()
-        self.num_agents = 2
+        self.num_agents = len(actors.actors)  # trainable policies: two role actors, or one joint actor
         self.optimizer_updates = [0] * self.num_agents
         self._buffer: list[tuple["JointRollout", list[float]]] = []
         self._last_turn_log: Optional[int] = None

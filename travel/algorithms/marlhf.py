@@ -89,11 +89,6 @@ class MARLHFIterConfig(IterativeOptions, MARLHFConfig):
             )
 
 
-def role_prompts(actors: Any, row: "TravelRow") -> list[str]:
-    """The rendered prompt text of each role for `row` (the reward model strips the assistant prefill)."""
-    return [actor.request(row).prompt for actor in actors.actors]
-
-
 class MARLHFTrainer:
     """Collect once, fit the reward model once, then the MAGRPO online phase on the learned reward. `algorithm`
     is the typed config, or a mapping of its options."""
@@ -190,14 +185,14 @@ class MARLHFTrainer:
 
         if self.reward_model is None:
             raise RuntimeError("the online phase scored a rollout before the reward model was fitted")
-        prompts = role_prompts(self.actors, row)
+        prompts = self.actors.prompts(row)
         scores = self.reward_model.score_texts([joint_text(list(pair), prompts) for pair in pairs])
         return [RewardResult(reward=score, metrics={}, backend="learned_reward_model") for score in scores]
 
     def comparisons(self, pairs: "PreferenceBatch") -> list[PreferenceText]:
         out = []
         for pair in pairs:
-            prompts = role_prompts(self.actors, self.rows_by_index[pair.row_index])
+            prompts = self.actors.prompts(self.rows_by_index[pair.row_index])
             out.append(PreferenceText(joint_text(list(pair.winner.texts), prompts), joint_text(list(pair.loser.texts), prompts)))
         return out
 

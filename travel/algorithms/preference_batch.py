@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
-DECENTRALIZED = "decentralized"  # two role actors: one token sequence per role
-CENTRALIZED_JOINT = "centralized_joint"  # one joint actor: one token sequence for both roles
-KINDS = (DECENTRALIZED, CENTRALIZED_JOINT)
+from travel.task.joint_action import CENTRALIZED_JOINT, DECENTRALIZED
+from travel.task.joint_action import LAYOUT_KINDS
+
 TARGET, COMPARATOR = "target", "comparator"
 
 TokenIds = tuple[int, ...]
@@ -107,8 +107,8 @@ class PreferenceBatch:
     prompts: Mapping[int, tuple[TokenIds, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise PreferenceError(f"preference kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+        if self.kind not in LAYOUT_KINDS:
+            raise PreferenceError(f"preference kind {self.kind!r}: expected one of {', '.join(LAYOUT_KINDS)}")
         policies = 2 if self.kind == DECENTRALIZED else 1
         for number, pair in enumerate(self.pairs):
             if pair.row_index not in self.prompts:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from travel.algorithms.preference_batch import DECENTRALIZED, PreferenceBatch
+from travel.algorithms.preference_batch import PreferenceBatch
 from travel.algorithms.preferences import (
     PreferenceCollection,
     PreferenceSettings,
-    RolePoliciesSource,
+    PolicySource,
     collect_preferences,
 )
 from travel.algorithms.replay import ReplayStore
@@ -201,8 +201,8 @@ class PreferenceRun:
         self.num_iterations = algorithm.num_iterations if self.iterative else 1  # type: ignore[attr-defined]
         self.settings = PreferenceSettings.from_config(algorithm)
         self.batch_size = algorithm.preference_generation_batch_size  # type: ignore[attr-defined]
-        self.target = RolePoliciesSource(list(actors.actors), self.batch_size)
-        self.replay = ReplayStore(self.run_dir / REPLAY_DIR, DECENTRALIZED)
+        self.target = PolicySource(actors, self.batch_size)
+        self.replay = ReplayStore(self.run_dir / REPLAY_DIR, self.target.kind)
         self.rng = random.Random(self.seed)
         self.counts = PreferenceCounts()
         self.comparator: Optional["Comparator"] = None
@@ -264,7 +264,7 @@ class PreferenceRun:
 
             tokenizers = [actor.tokenizer for actor in self.actors.actors]
             with self.comparator.collection(iteration, self.actor_models, tokenizers) as policies:
-                source = comparator_source(self.actors.actors, policies, self.batch_size, self.comparator.spec)
+                source = comparator_source(self.actors, policies, self.batch_size, self.comparator.spec)
                 collection = collect_preferences(self.train_rows, self.target, self.settings, comparator=source, **common)
         self.replay.write(iteration, collection.batch)
         if self.tracker is not None:

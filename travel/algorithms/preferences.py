@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 from travel.algorithms.config import PAIR_SELECTIONS
 from travel.algorithms.preference_batch import (
     COMPARATOR,
-    DECENTRALIZED,
     TARGET,
     CandidateRef,
     JointCandidate,
@@ -106,20 +105,19 @@ def generation_chunks(total: int, batch_size: int) -> list[int]:
     return [min(batch_size, total - start) for start in range(0, total, batch_size)]
 
 
-class RolePoliciesSource(JointRolloutSampler):
-    """Decentralized joint candidates from two role policies (travel.algorithms.rollout.Policy) through the
-    rollout seam's sampler: each role samples under its own prompt in generation calls of at most
-    `batch_size` (algorithm.preference_generation_batch_size); candidate k of both roles is joint k. Labels
-    are scored by `collect_row_pairs`, with the run's score function. Bad candidates are PreferenceErrors."""
+class PolicySource(JointRolloutSampler):
+    """Joint candidates from a layout's policies (travel/agents/layouts.py) through the rollout seam's sampler:
+    each policy samples under its own prompt in generation calls of at most `batch_size`
+    (algorithm.preference_generation_batch_size); candidate k of every policy is joint candidate k, whose role
+    texts the layout gives (two role actions, or the split joint action) and whose token sequences are each
+    policy's exact tokens. `policies` samples in place of the layout's actors (a comparator's, one per actor).
+    Labels are scored by `collect_row_pairs` with the run's score function. Bad candidates are PreferenceErrors."""
 
-    kind = DECENTRALIZED
-
-    def __init__(self, policies: Sequence["Policy"], batch_size: int):
-        if len(policies) != 2:
-            raise PreferenceError(f"decentralized collection needs two role policies, got {len(policies)}")
+    def __init__(self, layout: Any, batch_size: int, policies: Optional[Sequence["Policy"]] = None):
         generation_chunks(1, batch_size)
-        super().__init__(policies, candidates_per_call=batch_size)
+        super().__init__(layout, candidates_per_call=batch_size, acting=policies)  # two policies: decentralized
         self.batch_size = batch_size
+        self.kind = self.layout.kind
 
     def prompt_ids(self, row: "TravelRow") -> tuple[TokenIds, ...]:
         return tuple(
@@ -140,14 +138,13 @@ class RolePoliciesSource(JointRolloutSampler):
     def sample(self, row: "TravelRow", num_candidates: int) -> list[JointCandidate]:
         (agents,) = self.sample_agents([row], num_candidates)
         joint = []
-        for k, (logistics, experience) in enumerate(zip(*(agent.candidates for agent in agents))):
+        for k, candidates in enumerate(zip(*(agent.candidates for agent in agents))):
             where = f"row {row.source_index}, candidate {k}"
             joint.append(
                 JointCandidate(
-                    texts=(str(logistics.text), str(experience.text)),
-                    sequences=(
-                        TokenSequence.of(logistics.token_ids, logistics.value_mask, where + ", agent 0"),
-                        TokenSequence.of(experience.token_ids, experience.value_mask, where + ", agent 1"),
+                    texts=self.layout.role_actions([str(candidate.text) for candidate in candidates]),
+                    sequences=tuple(
+                        TokenSequence.of(c.token_ids, c.value_mask, f"{where}, agent {a}") for a, c in enumerate(candidates)
                     ),
                 )
             )

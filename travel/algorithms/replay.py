@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from travel.algorithms.preference_batch import (
     COMPARATOR,
-    KINDS,
+    LAYOUT_KINDS,
     TARGET,
     CandidateRef,
     JointCandidate,
@@ -139,8 +139,8 @@ def _pair(record: dict[str, Any], kind: str, where: str) -> PreferencePair:
 
 
 def batch_from_payload(payload: Any, kind: str, where: str) -> PreferenceBatch:
-    if kind not in KINDS:
-        raise ReplayError(f"replay kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if kind not in LAYOUT_KINDS:
+        raise ReplayError(f"replay kind {kind!r}: expected one of {', '.join(LAYOUT_KINDS)}")
     _check_marks(payload, kind, where)
     if payload.get("format") != REPLAY_FORMAT:
         raise ReplayError(f"{where}: format {payload.get('format')!r}, expected {REPLAY_FORMAT!r}")
@@ -203,7 +203,7 @@ def sample_replay(
         raise ReplayError(f"algorithm.preference_replay_mode={mode!r}: choose one of {', '.join(REPLAY_MODES)}")
     shards = [s for s in shards if len(s)]
     if not shards or size < 1:
-        return PreferenceBatch(shards[0].kind if shards else (kind or KINDS[0]))
+        return PreferenceBatch(shards[0].kind if shards else (kind or LAYOUT_KINDS[0]))
     if mode == "all_history":
         shards = [PreferenceBatch.concat(shards)]
         weights = [1.0]
@@ -227,8 +227,8 @@ class ReplayStore:
     """The run's replay directory: writes each iteration's shard and samples the training pairs."""
 
     def __init__(self, directory: str | Path, kind: str):
-        if kind not in KINDS:
-            raise ReplayError(f"replay kind {kind!r}: expected one of {', '.join(KINDS)}")
+        if kind not in LAYOUT_KINDS:
+            raise ReplayError(f"replay kind {kind!r}: expected one of {', '.join(LAYOUT_KINDS)}")
         self.directory = Path(directory)
         self.kind = kind
         self._shards: dict[int, PreferenceBatch] = {}

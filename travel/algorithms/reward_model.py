@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from travel.task.fields import JOINT_ACTION
 from travel.task.roles import assistant_prefill
 
 
@@ -41,10 +42,14 @@ def role_context(prompt: str, agent_id: int) -> str:
 
 
 def joint_text(actions: Sequence[str], prompts: Sequence[str]) -> str:
-    """The reward model's input for one joint action: both role actions, then both role contexts."""
-    if len(actions) != 2 or len(prompts) != 2:
-        raise RewardModelError(f"a joint input needs 2 actions and 2 role prompts, got {len(actions)} and {len(prompts)}")
-    contexts = [role_context(str(prompt), agent_id) for agent_id, prompt in enumerate(prompts)]
+    """The reward model's input for one joint action: both role actions, then the policies' contexts (both role
+    prompts, or the joint actor's one prompt)."""
+    if len(actions) != 2 or len(prompts) not in (1, 2):
+        raise RewardModelError(
+            f"a joint input needs 2 actions and 2 role prompts (1 joint prompt), got {len(actions)} and {len(prompts)}"
+        )
+    agent_ids = [JOINT_ACTION] if len(prompts) == 1 else range(2)
+    contexts = [role_context(str(prompt), agent_id) for agent_id, prompt in zip(agent_ids, prompts)]
     return json.dumps({"joint_actions": [str(a) for a in actions], "role_contexts": contexts}, ensure_ascii=False)
 
 

@@ -1,18 +1,20 @@
 """The rollout seam every trainer shares: K aligned joint actions for one row, scored by the shared reward.
 
-Each agent samples K candidates from its own prompt; candidate k of agent 0 and candidate k of agent 1
-form joint action k (aligned pairing). The shared reward scores every joint action once. One joint
+Each policy of a layout (travel/agents/layouts.py) samples K candidates from its own prompt; candidate k of
+every policy forms joint action k (aligned pairing): the two role actors' candidates k, or the joint actor's
+candidate k split into the two role actions. The shared reward scores every joint action once. One joint
 action is one env step, so a training rollout advances the sampler's `env_step` by K, whatever the
 number of agents; evaluation rollouts leave it unchanged.
 
 Policies are anything with `prompt_ids(row)` and `sample(row, num_candidates, greedy=...)`, so tests
-drive the seam with scripted candidates and trainers with real actors. A policy that also has
+drive the seam with scripted candidates (two role policies: a decentralized layout) and trainers with a
+layout of real actors. A policy that also has
 `sample_rows(rows, num_candidates, greedy=...)` (the actors) samples several rows in one generation
 call: `rollouts` hands it up to `rows_per_call` rows at once (all given rows when None). On a GPU a
 decode step costs about the same for 4 or 40 sequences, so a buffer of rows sampled together takes a
 fraction of the time the rows take one by one; the rows' actions do not depend on each other.
 
-The same sampler draws preference collection's candidates (travel.algorithms.preferences.RolePoliciesSource,
+The same sampler draws preference collection's candidates (travel.algorithms.preferences.PolicySource,
 for the target actors and a comparator's role policies) with `candidates_per_call`, the generation batch, and
 `sample_agents`, the sampling half of a rollout; collection labels them with the run's score function.
 """
@@ -75,10 +77,13 @@ class AgentSamples:
 
 @dataclass(frozen=True)
 class JointRollout:
-    """K scored joint actions of one row. `env_step` is the sampler's count after this rollout."""
+    """K scored joint actions of one row: each trainable policy's samples (`agents`: two role actors, or one
+    joint actor) and the role action texts the reward scored (`actions`). `env_step` is the sampler's count
+    after this rollout."""
 
     row: "TravelRow"
     agents: tuple[AgentSamples, ...]
+    actions: tuple[tuple[str, str], ...]
     results: tuple["RewardResult", ...]
     env_step: int
     generation_seconds: float = 0.0  # wall time of both agents' sampling
@@ -96,8 +101,20 @@ class JointRollout:
     def metrics(self) -> list[dict[str, float]]:
         return [result.metrics for result in self.results]
 
-    def joint_texts(self, k: int) -> tuple[str, ...]:
-        return tuple(agent.candidates[k].text for agent in self.agents)
+    def joint_texts(self, k: int) -> tuple[str, str]:
+        """The (logistics, experience) action texts of joint action k."""
+        return self.actions[k]
+
+
+def as_layout(policies: Any) -> Any:
+    """A policy layout (travel/agents/layouts.py) as it is, or two role policies as a decentralized layout."""
+    from travel.agents.layouts import DecentralizedLayout, PolicyLayout
+
+    if isinstance(policies, PolicyLayout):
+        return policies
+    if len(policies) != 2:
+        raise ValueError(f"a joint rollout needs exactly two policies (logistics, experience), got {len(policies)}")
+    return DecentralizedLayout(policies)
 
 
 def _default_score(row, pairs, config):
@@ -122,16 +139,16 @@ class JointRolloutSampler:
         parallel: bool = False,
         rows_per_call: int | None = None,
         candidates_per_call: int | None = None,
+        acting: Sequence[Policy] | None = None,
     ):
         """`candidates_per_call`: each agent samples a row's candidates in generation calls of at most this
         many, one row at a time (preference collection's generation batch); None: all of a call's rows and
-        candidates in one call per agent."""
-        if len(policies) != 2:
-            raise ValueError(f"a joint rollout needs exactly two policies (logistics, experience), got {len(policies)}")
-        for expected, policy in enumerate(policies):
-            if getattr(policy, "agent_id", expected) != expected:
-                raise ValueError(f"policy {expected} has agent_id {policy.agent_id}; policies must be in agent order")
-        self.policies = tuple(policies)
+        candidates in one call per agent. `acting`: policies that sample in place of the layout's own, one per
+        layout policy (a comparator's), while the layout still turns their candidates into role actions."""
+        self.layout = as_layout(policies)
+        self.policies = tuple(self.layout.actors if acting is None else acting)
+        if len(self.policies) != self.layout.num_policies:
+            raise ValueError(f"{len(self.policies)} acting policies for a layout of {self.layout.num_policies}")
         self.reward_config = reward_config
         self.score = score or _default_score
         self.rows_per_call = rows_per_call_option(rows_per_call)
@@ -139,7 +156,7 @@ class JointRolloutSampler:
             raise ValueError(f"candidates_per_call={candidates_per_call}: must be >= 1")
         self.candidates_per_call = candidates_per_call
         self.env_step = 0
-        self._workers = [ThreadPoolExecutor(max_workers=1) for _ in policies] if parallel else None
+        self._workers = [ThreadPoolExecutor(max_workers=1) for _ in self.policies] if parallel else None
 
     def _sampled_groups(
         self, policy: Policy, rows: Sequence["TravelRow"], num_candidates: int, greedy: bool
@@ -234,7 +251,7 @@ class JointRolloutSampler:
         rollouts = []
         for row, agents in zip(rows, sampled):
             scoring = time.perf_counter()
-            pairs = [tuple(agent.candidates[k].text for agent in agents) for k in range(num_candidates)]
+            pairs = [self.layout.role_actions([agent.candidates[k].text for agent in agents]) for k in range(num_candidates)]
             results = tuple(self.score(row, pairs, self.reward_config))
             reward_seconds = time.perf_counter() - scoring
             if len(results) != num_candidates:
@@ -247,6 +264,7 @@ class JointRolloutSampler:
                 JointRollout(
                     row=row,
                     agents=agents,
+                    actions=tuple(pairs),
                     results=results,
                     env_step=self.env_step,
                     generation_seconds=generation_seconds,

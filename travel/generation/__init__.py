@@ -6,7 +6,7 @@ from travel.generation.chat import (
     render_role_prompt,
 )
 from travel.generation.decoder import StructuredDecoder
-from travel.generation.requests import Candidate, DecodeRequest, role_request
+from travel.generation.requests import Candidate, DecodeRequest, joint_request, role_request
 
 __all__ = [
     "Candidate",
@@ -15,5 +15,6 @@ __all__ = [
     "StructuredDecoder",
     "render_chat_prompt",
     "render_role_prompt",
+    "joint_request",
     "role_request",
 ]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from travel.generation.chat import render_role_prompt
+from travel.task.fields import JOINT_ACTION
 from travel.task.prompts import build_role_prompt
 from travel.task.value_options import slot_value_options
 
@@ -42,12 +43,23 @@ def as_request(request: DecodeRequest | Sequence[Any]) -> DecodeRequest:
     return DecodeRequest(str(prompt), int(agent_id), int(days))
 
 
+def joint_request(tokenizer: Any, row: TravelRow, system_prompt: str | None = None, values: str = "free") -> DecodeRequest:
+    """The joint policy's request for `row` (travel/task/joint_prompt.py): agent_id JOINT_ACTION, every slot."""
+    from travel.task.joint_prompt import build_joint_prompt
+
+    return _request(tokenizer, row, build_joint_prompt(row, system_prompt=system_prompt), JOINT_ACTION, values)
+
+
 def role_request(
     tokenizer: Any, row: TravelRow, agent_id: int, system_prompt: str | None = None, values: str = "free"
 ) -> DecodeRequest:
     """The request of `agent_id` for `row`: chat-rendered prompt ending with the assistant prefill, tokenized once.
     With `values="catalog"` it carries each slot's admitted values (travel/task/value_options.py)."""
-    prompt = render_role_prompt(tokenizer, build_role_prompt(row, agent_id, system_prompt=system_prompt))
+    return _request(tokenizer, row, build_role_prompt(row, agent_id, system_prompt=system_prompt), agent_id, values)
+
+
+def _request(tokenizer: Any, row: TravelRow, role_prompt: Any, agent_id: int, values: str) -> DecodeRequest:
+    prompt = render_role_prompt(tokenizer, role_prompt)
     ids = tuple(tokenizer.encode(prompt, add_special_tokens=False))
     slot_values = slot_value_options(row, agent_id) if values == "catalog" else None
     return DecodeRequest(prompt=prompt, agent_id=agent_id, days=row.days, prompt_ids=ids, slot_values=slot_values)

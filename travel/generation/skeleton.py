@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from travel.generation.value_vocab import ESCAPE_STATES
-from travel.task.fields import owned_slots
+from travel.task.fields import action_slots
 from travel.task.roles import action_skeleton
 
 ESCAPE_CLOSE_BODIES: tuple[str, ...] = ("", "n", "0000", "000", "00", "0")  # indexed by escape state
@@ -79,7 +79,7 @@ class SlotPlan:
 
 
 def build_slot_plan(tokenizer: Any, agent_id: int, days: int) -> SlotPlan:
-    slots = owned_slots(agent_id, days)
+    slots = action_slots(agent_id, days)
     prefix, suffixes = action_skeleton(agent_id, slots)
     closes = {
         (state, content): close_text(state, content) for content in (False, True) for state in range(ESCAPE_STATES)

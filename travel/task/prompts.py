@@ -66,7 +66,7 @@ def _user_message(row: "TravelRow", agent_id: int, use_prefill: bool) -> str:
         _collaboration_rules(row.days, agent_id),
         "VALID FIELDS: " + ", ".join(PLAN_FIELDS),
         "TRIP REQUEST:\n" + row.query,
-        _structured_constraints(row),
+        structured_constraints(row),
         "REFERENCE-DERIVED PLANNING CONTEXT:\n" + "\n".join(compact_context_lines(row, agent_id)),
         _output_contract(row.days, agent_id, use_prefill),
     ]
@@ -82,6 +82,21 @@ def _identity(agent_id: int) -> str:
     )
 
 
+PLAN_RULES: tuple[str, ...] = (
+    '- An explicit "-" means the slot is intentionally empty; omitting an owned slot is an error.',
+    '- current_city is "from A to B" on a travel day and a single city name on a stay day.',
+    '- A travel day needs the matching transportation; a stay day uses "-" for transportation.',
+    "- A stay day needs breakfast, lunch, dinner and one attraction; on travel days they may be \"-\".",
+    "- Accommodation is required on every day except the final return day.",
+    "- The route starts and ends at the origin and visits the requested number of cities.",
+    '- Never use "-" merely because you are uncertain when the checklist marks a slot REQUIRED.',
+    "- Use only entities from the provided catalog and invent nothing; write restaurants, attractions and "
+    'accommodations as "Name, City" exactly as listed, and exactly one attraction per required stay day.',
+    "- For transportation copy a full catalog option: the mode or flight number together with its route.",
+    "- The merged team itinerary, not your individual answer, is what is scored.",
+)
+
+
 def _collaboration_rules(days: int, agent_id: int) -> str:
     owned = len(ROLE_FIELDS[agent_id]) * days
     total = len(PLAN_FIELDS) * days
@@ -90,17 +105,7 @@ def _collaboration_rules(days: int, agent_id: int) -> str:
         f"{owned} assignments and you must submit exactly {owned}, one per owned slot.",
         "- The team needs exactly one assignment per (day, field). Duplicating a teammate's slot wastes capacity, and "
         "two different values for one slot are a conflict that leaves the slot empty.",
-        '- An explicit "-" means the slot is intentionally empty; omitting an owned slot is an error.',
-        '- current_city is "from A to B" on a travel day and a single city name on a stay day.',
-        '- A travel day needs the matching transportation; a stay day uses "-" for transportation.',
-        "- A stay day needs breakfast, lunch, dinner and one attraction; on travel days they may be \"-\".",
-        "- Accommodation is required on every day except the final return day.",
-        "- The route starts and ends at the origin and visits the requested number of cities.",
-        '- Never use "-" merely because you are uncertain when the checklist marks a slot REQUIRED.',
-        "- Use only entities from the provided catalog and invent nothing; write restaurants, attractions and "
-        'accommodations as "Name, City" exactly as listed, and exactly one attraction per required stay day.',
-        "- For transportation copy a full catalog option: the mode or flight number together with its route.",
-        "- The merged team itinerary, not your individual answer, is what is scored.",
+        *PLAN_RULES,
     ]
     return "COLLABORATION RULES:\n" + "\n".join(rules)
 
@@ -109,7 +114,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _structured_constraints(row: "TravelRow") -> str:
+def structured_constraints(row: "TravelRow") -> str:
     constraints = json.dumps(dict(row.local_constraint), sort_keys=True, ensure_ascii=False)
     return "\n".join(
         [

@@ -14,7 +14,17 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from travel.task.fields import EXPERIENCE, LOGISTICS, PLAN_FIELDS, ROLE_FIELDS, ROLE_NAMES, Slot, owned_slots
+from travel.task.fields import (
+    EXPERIENCE,
+    JOINT_ACTION,
+    LOGISTICS,
+    PLAN_FIELDS,
+    ROLE_FIELDS,
+    ROLE_NAMES,
+    Slot,
+    action_slots,
+    owned_slots,
+)
 
 __all__ = [
     "ACTION_SCHEMA",
@@ -126,8 +136,11 @@ ACTION_SCHEMA: dict[str, Any] = {
 
 
 def format_action(agent_id: int, assignments: Iterable[tuple[int, str, str]]) -> str:
-    """The canonical action text for (day, field, value) triples, in the order given."""
+    """The canonical action text for (day, field, value) triples, in the order given. A joint action
+    (agent_id JOINT_ACTION) has no agent_id key: `{"assignments": [...]}`."""
     items = [{"day": int(day), "field": str(field), "value": str(value)} for day, field, value in assignments]
+    if agent_id == JOINT_ACTION:
+        return json.dumps({"assignments": items}, ensure_ascii=False)
     return json.dumps({"agent_id": int(agent_id), "assignments": items}, ensure_ascii=False)
 
 
@@ -154,8 +167,8 @@ def action_skeleton(agent_id: int, slots: Sequence[Slot]) -> tuple[str, tuple[st
 def assistant_prefill(agent_id: int) -> str:
     """The text the assistant turn starts with: the action up to inside the first value's opening quote.
 
-    It does not depend on the trip length because every role's first owned slot is on day 1.
+    It does not depend on the trip length because every action's first slot is on day 1.
     """
-    first_slot = owned_slots(agent_id, 1)[0]
+    first_slot = action_slots(agent_id, 1)[0]
     prefix, _ = action_skeleton(agent_id, [first_slot])
     return prefix

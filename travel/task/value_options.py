@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from travel.task.fields import MEAL_FIELDS, owned_slots
+from travel.task.fields import MEAL_FIELDS, action_slots
 from travel.task.role_eligibility import (
     checked_catalog,
     checked_scaffold,
@@ -47,6 +47,6 @@ def field_value_options(row: "TravelRow") -> dict[str, tuple[str, ...]]:
 
 
 def slot_value_options(row: "TravelRow", agent_id: int) -> tuple[tuple[str, ...], ...]:
-    """The admitted values of each slot `agent_id` owns, in the action's slot order."""
+    """The admitted values of each slot of `agent_id`'s action (a role, or JOINT_ACTION), in slot order."""
     options = field_value_options(row)
-    return tuple(options[field] for _, field in owned_slots(agent_id, row.days))
+    return tuple(options[field] for _, field in action_slots(agent_id, row.days))
