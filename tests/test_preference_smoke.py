@@ -142,10 +142,15 @@ def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(run
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_preference_runs_upload_eval_and_iter_metrics_only(runs, algorithm):
-    from tests.logging.wandb_files import history_rows, offline_run_file
+    from tests.logging.wandb_files import history_rows, offline_run_file, run_identity
 
     run_dir, _ = runs[algorithm]
     rows = history_rows(offline_run_file(run_dir))
+    name, group, tags = run_identity(offline_run_file(run_dir))
+    stem = "travel-" + algorithm.replace("_", "-") + ("-currentcmp" if algorithm.endswith("_iter") else "")
+    assert name == f"{stem}-seed42-local"
+    assert group == stem + ("-replay-lambda_decay0.8" if algorithm.endswith("_iter") else "")
+    assert algorithm in tags and ("replay-lambda_decay0.8" in tags) == algorithm.endswith("_iter")
     uploaded = {key for row in rows for key in row if not key.startswith("_") and key != "env_step"}
     assert any(key.startswith("eval/") for key in uploaded)
     assert not {key for key in uploaded if not key.startswith(("eval/", "iter/"))}, sorted(uploaded)

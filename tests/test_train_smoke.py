@@ -14,7 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.conftest import compose_config
-from tests.logging.wandb_files import history_rows, offline_run_file
+from tests.logging.wandb_files import history_rows, offline_run_file, run_identity
 from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
 from travel.run import Run
 
@@ -51,6 +51,10 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(tmp_path):
     rows = history_rows(offline_run_file(run_dir))
     uploaded = {key for row in rows for key in row if not key.startswith("_")}
     assert uploaded == UPLOADED_KEYS
+    # the MAGRPO name pattern (docs/logging.md), with this run's model and 4 train rows
+    name, group, tags = run_identity(offline_run_file(run_dir))
+    assert (name, group) == ("Travel-magrpo-tiny-random-hard-budget-4train",) * 2
+    assert {"travelplanner", "decentralized-actor", "magrpo"} <= set(tags)
     assert [row["_history_step"] for row in rows] == list(range(len(rows)))  # never an explicit step=
     # conf/experiment/smoke.yaml: 4 train rows per epoch, 2 epochs, K = 2, buffers of 3 prompts:
     # buffers end at env steps 6, 8 | 14, 16; logging_steps 4 -> turn_1 at 6 and 14 (8 and 16 are too

@@ -103,7 +103,7 @@ class Run:
         split = self._training_plan()  # every config check happens here, before any weights load
         self._seed_everything()
         tracker = instantiate(self.cfg.logger)(
-            run_dir=self.run_dir, config=OmegaConf.to_container(self.cfg, resolve=True)
+            run_dir=self.run_dir, config=OmegaConf.to_container(self.cfg, resolve=True), **self.wandb_identity()
         )
         model_factory = instantiate(self.cfg.model, _partial_=True)
         generation = self.cfg.generation
@@ -154,6 +154,24 @@ class Run:
                 if part is not None:
                     part.close()
             tracker.close()
+
+    def wandb_identity(self) -> dict[str, Any]:
+        """The W&B name, group and tags of this run (travel/logging/run_name.py); logger.name/group win when set."""
+        from travel.agents.layouts import layout_class
+        from travel.logging.run_name import run_identity, slurm_job_label
+
+        logger = self.cfg.logger
+        identity = run_identity(
+            algorithm=self.algorithm,
+            comparator=self.comparator_spec,
+            joint_actor=layout_class(str(self.cfg.actor.layout)).joint,
+            model_name=str(self.cfg.model.name),
+            train_rows=len(self.data.split.train),
+            seed=int(self.cfg.seed),
+            job=slurm_job_label(),
+            base_tags=list(logger.get("tags") or ()),
+        )
+        return {"name": logger.get("name") or identity.name, "group": logger.get("group") or identity.group, "tags": identity.tags}
 
     @cached_property
     def comparator_spec(self):

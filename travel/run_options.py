@@ -33,6 +33,9 @@ def check_run_options(run: "Run") -> None:
         raise ValueError(f"seed={seed!r}: expected an integer")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"hardware.torch_threads={threads!r}: expected an integer >= 1 (or null)")
+    from travel.agents.layouts import layout_class
+
+    layout_class(str(OmegaConf.select(run.cfg, "actor.layout", default=None)))
     run.comparator_spec  # noqa: B018  (option combinations fail before the budget)
     run.budget  # noqa: B018  (bad options fail here, before any weights load)
     if not run.data.split.anchor:

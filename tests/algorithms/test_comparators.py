@@ -223,42 +223,42 @@ def test_a_frozen_model_gets_its_own_decoder_with_the_actor_settings(tiny):
     assert ComparatorRolePolicy(actor, models[1], None).decoder is settings  # the actor's own weights
 
 
-class EchoDecoder:
-    """Returns, per request, candidates whose text and tokens say which request and draw produced them."""
+class RecordingStructuredDecoder:
+    """A real structured decoder that records each call's requests, candidate count and output budget."""
 
-    def __init__(self):
-        self.calls = []
+    def __init__(self, decoder, calls):
+        self.decoder, self.calls = decoder, calls
+
+    def __getattr__(self, name):
+        return getattr(self.decoder, name)
+
+    def with_model(self, model, max_new_tokens=None):
+        return RecordingStructuredDecoder(self.decoder.with_model(model, max_new_tokens), self.calls)
 
     def generate(self, requests, num_candidates, greedy=False, generator=None):
-        self.calls.append((list(requests), num_candidates, generator))
-        out = []
-        for r, request in enumerate(requests):
-            base = 1000 * len(self.calls) + 10 * r
-            out.append(
-                [
-                    SimpleNamespace(
-                        text=f"{request.agent_id}:{len(self.calls)}:{r}:{j}", token_ids=[base + j, 7], value_mask=[1, 0]
-                    )
-                    for j in range(num_candidates)
-                ]
-            )
-        return out
+        groups = self.decoder.generate(requests, num_candidates, greedy=greedy, generator=generator)
+        self.calls.append((list(requests), num_candidates, self.decoder.max_new_tokens, generator, groups))
+        return groups
 
 
-def test_the_central_teacher_writes_logistics_then_experience_seeing_both_contexts(tiny):
+def test_the_central_teacher_writes_each_joint_candidate_in_one_call_under_the_pooled_budget(tiny):
     from tests.fixtures import fixture_row
-    from travel.task.prompts import build_role_prompt
+    from travel.generation import StructuredDecoder
+    from travel.task.fields import JOINT_ACTION
+    from travel.task.joint_action import split_joint_action
+    from travel.task.joint_prompt import build_joint_prompt
     from travel.task.roles import assistant_prefill
 
     models, tokenizer = tiny
-    decoder = EchoDecoder()
+    calls = []
     actors = [
         SimpleNamespace(
             agent_id=i,
             model=models[i],
             tokenizer=tokenizer,
-            decoder=decoder,
-            request=None,
+            decoder=RecordingStructuredDecoder(
+                StructuredDecoder(models[i], tokenizer, max_new_tokens=320 + 10 * i, max_value_tokens=6), calls
+            ),
             prompt_ids=lambda row, i=i: [i, 5],
         )
         for i in range(2)
@@ -270,16 +270,21 @@ def test_the_central_teacher_writes_logistics_then_experience_seeing_both_contex
         source = comparator_source(actors, policies, batch_size=2, spec=central)
         joint = source.sample(row, 3)
     assert source.prompt_ids(row) == ((0, 5), (1, 5))  # projections train under the actors' own prompts
-    # per chunk: one logistics call with `size` draws, then one experience request per logistics draw
-    assert [(len(reqs), n) for reqs, n, _ in decoder.calls] == [(1, 2), (2, 1), (1, 1), (1, 1)]
-    assert all(generator is comparator.stream.generator("cpu") for _, _, generator in decoder.calls)
-    logistics_request = decoder.calls[0][0][0]
-    assert logistics_request.agent_id == 0 and logistics_request.prompt.endswith(assistant_prefill(0))
-    for agent in range(2):
-        assert build_role_prompt(row, agent).user in logistics_request.prompt  # sees both role contexts
-    follow_up = decoder.calls[1][0][1]
-    assert follow_up.agent_id == 1 and follow_up.prompt.endswith(assistant_prefill(1))
-    assert "0:1:0:1" in follow_up.prompt  # conditioned on the logistics action it continues
-    assert [c.texts for c in joint] == [("0:1:0:0", "1:2:0:0"), ("0:1:0:1", "1:2:1:0"), ("0:3:0:0", "1:4:0:0")]
-    assert joint[1].sequences[0].ids == (1001, 7) and joint[1].sequences[1].ids == (2010, 7)
-    assert joint[1].sequences[1].mask == (1, 0)
+    # one decoder call per generation chunk, each of its draws one whole joint candidate, under 320 + 330 tokens
+    assert [(len(requests), n, budget) for requests, n, budget, _, _ in calls] == [(1, 2, 650), (1, 1, 650)]
+    assert all(generator is comparator.stream.generator("cpu") for *_, generator, _ in calls)
+    request = calls[0][0][0]
+    assert request.agent_id == JOINT_ACTION and request.prompt.endswith(assistant_prefill(JOINT_ACTION))
+    assert build_joint_prompt(row).user in request.prompt  # both role contexts in one prompt
+    assert len(joint) == 3
+    for candidate in joint:
+        for agent, (text, sequence) in enumerate(zip(candidate.texts, candidate.sequences)):
+            prefill = assistant_prefill(agent)
+            assert text.startswith(prefill)
+            # the projection decodes back to the role action after the actor's own prefill
+            assert tokenizer.decode(list(sequence.ids), clean_up_tokenization_spaces=False) == text[len(prefill):]
+            assert 0 < sum(sequence.mask) < len(sequence.mask)
+    # the role texts are the split of the teacher's joint outputs, each within the pooled budget
+    outputs = [output for *_, (group,) in calls for output in group]
+    assert [c.texts for c in joint] == [split_joint_action(output.text) for output in outputs]
+    assert all(len(output.token_ids) <= 650 for output in outputs)

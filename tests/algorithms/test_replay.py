@@ -211,3 +211,16 @@ def test_sample_size_is_the_new_pairs_or_the_last_non_empty_shard(tmp_path):
     assert len(store.sample(3, random.Random(0), "lambda_decay", 0.8, size=9)) == 9
     empty = ReplayStore(tmp_path / "fresh", "decentralized").sample(0, random.Random(0), "lambda_decay", 0.8)
     assert len(empty) == 0
+
+
+def test_a_joint_store_refuses_decentralized_records(tmp_path):
+    ReplayStore(tmp_path, "decentralized").write(1, batch(2))
+    with pytest.raises(ReplayError, match="'decentralized'.*expected 'centralized_joint'"):
+        ReplayStore(tmp_path, "centralized_joint").load(1)
+    joint = ReplayStore(tmp_path / "joint", "centralized_joint")
+    with pytest.raises(ReplayError, match="cannot store decentralized pairs in a centralized_joint replay store"):
+        joint.write(1, batch(2))
+    path = joint.write(2, batch(2, kind="centralized_joint"))
+    edit_shard(path, lambda p: p["pairs"][0].update(kind="decentralized"))
+    with pytest.raises(ReplayError, match=r"iteration_0002\.json, pair 0: a 'decentralized' record"):
+        joint.load(2)

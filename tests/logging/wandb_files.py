@@ -94,3 +94,11 @@ def offline_run_file(run_dir: str | Path, timeout_s: float = 60.0) -> Path:
         if time.monotonic() > deadline:
             raise AssertionError(f"{run_dir}: no finished offline W&B run after {timeout_s} s")
         time.sleep(0.2)
+
+
+def run_identity(path: str | Path) -> tuple[str, str, list[str]]:
+    """The (name, group, tags) the run was started with, from its `run` record."""
+    for record in read_records(path):
+        if record.WhichOneof("record_type") == "run":
+            return record.run.display_name, record.run.run_group, list(record.run.tags)
+    raise AssertionError(f"{path}: no run record")

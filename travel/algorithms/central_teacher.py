@@ -1,41 +1,24 @@
-"""The centralized comparator teacher (generation_mode=centralized): one model sees both role contexts and
-writes the whole joint action, as comparison candidates for the two decentralized actors."""
+"""The centralized comparator teacher (generation_mode=centralized) for decentralized actors.
+
+One teacher (the comparator model of `generation_mode.teacher_agent_index`, under that actor's tokenizer and
+decoding settings) sees both role contexts in the joint prompt (travel/task/joint_prompt.py) and writes each
+joint candidate as one output of the joint grammar, in one decoder call, under the aggregate output budget of
+both role calls. Its output is split deterministically into the two role actions
+(travel/task/joint_action.py), which the unchanged task reward scores. For training, each role action is
+encoded under that actor's own prompt with its value/schema mask (travel/generation/projection.py); the
+actors' own candidates keep their exact sampled tokens. Actors and evaluation stay decentralized.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from travel.algorithms.comparators import ComparatorConfigError, ComparatorRolePolicy, vocabulary_mismatch
-from travel.algorithms.preference_batch import DECENTRALIZED
-
-
-CENTRAL_SYSTEM_PROMPT = (
-    "You are the single planner of a two-role travel-planning team: you see the contexts of both roles and "
-    "write the actions of both yourself, first the LOGISTICS action, then the EXPERIENCE action consistent "
-    "with it. Return only the JSON object of the role you are asked for, with no prose before or after it. "
-    "Always close the assignments array with ] before the final }."
-)
-
-
-def central_user_message(row: Any, agent_id: int, earlier_actions: Sequence[str]) -> str:
-    """Both roles' full contexts, the actions already written for this joint action, and which role to write."""
-    from travel.task.prompts import build_role_prompt
-    from travel.task.roles import ROLES
-
-    parts = [f"=== CONTEXT OF THE {role.name} ROLE ===\n{build_role_prompt(row, role.agent_id).user}" for role in ROLES]
-    for earlier, action in zip(ROLES, earlier_actions):
-        parts.append(f"=== {earlier.name} ACTION YOU ALREADY WROTE ===\n{action}")
-    parts.append(f"=== NOW WRITE THE {ROLES[agent_id].name} ACTION (agent_id {agent_id}) ===")
-    return "\n\n".join(parts)
+from travel.algorithms.comparators import ComparatorConfigError, vocabulary_mismatch
+from travel.algorithms.preference_batch import DECENTRALIZED, JointCandidate, PreferenceError, TokenSequence
 
 
 class CentralTeacherSource:
-    """generation_mode=centralized: one teacher (the comparator model of `teacher_agent_index`) sees both role
-    contexts and writes the whole joint action as one causal sample, decoded in two constrained segments:
-    the logistics action, then the experience action conditioned on it, each with the role's own output budget
-    (together the aggregate budget of the two role calls). Each segment continues the role's assistant prefill
-    under the role's JSON skeleton, so its exact token ids and value mask are also a continuation of that
-    actor's own prompt: the projection keeps the teacher's tokens, with no re-tokenization."""
+    """Joint comparator candidates for two role actors from one teacher; see the module docstring."""
 
     kind = DECENTRALIZED  # its candidates train the two role actors, one token sequence per role
 
@@ -49,38 +32,53 @@ class CentralTeacherSource:
         if problem:
             raise ComparatorConfigError(f"generation_mode=centralized needs one vocabulary for both actors ({problem})")
         self.actors = tuple(actors)
-        self.teacher = ComparatorRolePolicy(actors[teacher_agent_index], teacher_model, generator)
+        teacher = self.actors[teacher_agent_index]
+        self.tokenizer = teacher.tokenizer
+        self.output_budget = sum(int(actor.decoder.max_new_tokens) for actor in self.actors)  # both role calls
+        self.decoder = teacher.decoder.with_model(teacher_model, max_new_tokens=self.output_budget)
+        self.generator = generator
         self.batch_size = batch_size
+        self._requests: dict[int, tuple[Any, Any]] = {}
 
     def prompt_ids(self, row: Any) -> tuple[tuple[int, ...], ...]:
         return tuple(tuple(int(i) for i in actor.prompt_ids(row)) for actor in self.actors)
 
-    def _request(self, row: Any, agent_id: int, earlier_actions: Sequence[str]) -> Any:
-        from travel.generation import DecodeRequest, render_chat_prompt
-        from travel.task.roles import assistant_prefill
+    def request(self, row: Any) -> Any:
+        """The teacher's joint request for `row` (rendered once per row)."""
+        cached = self._requests.get(id(row))
+        if cached is None or cached[0] is not row:
+            from travel.generation import joint_request
 
-        tokenizer = self.teacher.actor.tokenizer
-        user = central_user_message(row, agent_id, earlier_actions)
-        prompt = render_chat_prompt(tokenizer, CENTRAL_SYSTEM_PROMPT, user, assistant_prefill(agent_id))
-        return DecodeRequest(prompt, agent_id, row.days, tuple(tokenizer.encode(prompt, add_special_tokens=False)))
+            cached = self._requests[id(row)] = (row, joint_request(self.tokenizer, row, values=self.decoder.values))
+        return cached[1]
 
-    def sample(self, row: Any, num_candidates: int) -> list[Any]:
-        from travel.algorithms.preference_batch import JointCandidate, TokenSequence
+    def sample(self, row: Any, num_candidates: int) -> list[JointCandidate]:
+        """`num_candidates` joint candidates, in generation calls of at most `batch_size`; each candidate is one
+        decoded sequence of the joint grammar."""
         from travel.algorithms.preferences import generation_chunks
+        from travel.generation.projection import ProjectionError, encode_role_action
+        from travel.task.joint_action import FAILED_JOINT_ACTION, split_joint_action
 
-        decoder, generator, joint = self.teacher.decoder, self.teacher.generator, []
+        joint: list[JointCandidate] = []
         for size in generation_chunks(num_candidates, self.batch_size):
-            (logistics,) = decoder.generate([self._request(row, 0, ())], size, generator=generator)
-            follow_ups = [self._request(row, 1, (str(action.text),)) for action in logistics]
-            experience = [group[0] for group in decoder.generate(follow_ups, 1, generator=generator)]
-            for pair in zip(logistics, experience):
+            (outputs,) = self.decoder.generate([self.request(row)], size, generator=self.generator)
+            for output in outputs:
                 where = f"row {row.source_index}, central candidate {len(joint)}"
+                texts = split_joint_action(str(output.text))
+                if texts == FAILED_JOINT_ACTION:
+                    raise PreferenceError(f"{where}: the teacher's joint action does not split into role actions")
+                try:
+                    encoded = [
+                        encode_role_action(actor.decoder, actor.agent_id, row.days, text)
+                        for actor, text in zip(self.actors, texts)
+                    ]
+                except ProjectionError as exc:
+                    raise PreferenceError(f"{where}: {exc}") from None
                 joint.append(
                     JointCandidate(
-                        texts=(str(pair[0].text), str(pair[1].text)),
+                        texts=texts,
                         sequences=tuple(
-                            TokenSequence.of(c.token_ids, c.value_mask, f"{where}, agent {a}")
-                            for a, c in enumerate(pair)
+                            TokenSequence.of(ids, mask, f"{where}, agent {a}") for a, (ids, mask) in enumerate(encoded)
                         ),
                     )
                 )

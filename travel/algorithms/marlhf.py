@@ -157,7 +157,7 @@ class MARLHFTrainer:
         self.reward_model: Optional[JointRewardModel] = None
         # training rollouts only: the evaluator keeps the task-reward sampler it was built with
         self.learned_sampler = JointRolloutSampler(
-            actors.actors,
+            actors,
             reward_config,
             score=self.learned_scores,
             parallel=bool(getattr(actors, "parallel", False)),

@@ -115,12 +115,13 @@ class StructuredDecoder:
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
 
-    def with_model(self, model: Any) -> "StructuredDecoder":
-        """A decoder of `model` with every setting of this one (a comparator's frozen weights)."""
+    def with_model(self, model: Any, max_new_tokens: int | None = None) -> "StructuredDecoder":
+        """A decoder of `model` with every setting of this one (a comparator's frozen weights), and another
+        output budget when `max_new_tokens` is given."""
         return StructuredDecoder(
             model,
             self.tokenizer,
-            max_new_tokens=self.max_new_tokens,
+            max_new_tokens=self.max_new_tokens if max_new_tokens is None else max_new_tokens,
             max_value_tokens=self.max_value_tokens,
             temperature=self.temperature,
             top_p=self.top_p,

@@ -17,8 +17,9 @@ def _spread(values) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def environment_checks(rows, reward_config) -> dict[str, Any]:
-    """Reward range, the all-dash probe, role prompt lengths and budget-contract feasibility over `rows`."""
+def environment_checks(rows, reward_config, joint: bool = False) -> dict[str, Any]:
+    """Reward range, the all-dash probe, role (and, for a joint actor, joint) prompt lengths and budget-contract
+    feasibility over `rows`."""
     from travel.reward import score_joint_action
     from travel.task.budget_contract import budget_contract
     from travel.task.fields import owned_slots
@@ -32,6 +33,11 @@ def environment_checks(rows, reward_config) -> dict[str, Any]:
         for agent_id, role in enumerate(ROLES):
             prompt = build_role_prompt(row, agent_id)
             prompt_chars[role.name.lower()][str(row.source_index)] = len(prompt.system) + len(prompt.user)
+        if joint:
+            from travel.task.joint_prompt import build_joint_prompt
+
+            prompt = build_joint_prompt(row)
+            prompt_chars.setdefault("joint", {})[str(row.source_index)] = len(prompt.system) + len(prompt.user)
         reason = budget_contract(row).reason
         contracts[reason] = contracts.get(reason, 0) + 1
     dash_rewards = sorted({probe.reward for probe in probes})
@@ -46,6 +52,20 @@ def environment_checks(rows, reward_config) -> dict[str, Any]:
             role: {**_spread(list(per_row.values())), "per_row": per_row} for role, per_row in prompt_chars.items()
         },
         "budget_contract": contracts,
+    }
+
+
+def actor_report(run: "Run") -> dict[str, Any]:
+    """The policy layout (actor option): how many trainable policies, and each action's output token budget."""
+    from travel.agents.layouts import layout_class
+
+    layout = layout_class(str(run.cfg.actor.layout))
+    role_tokens = int(run.cfg.generation.max_new_tokens)
+    return {
+        "layout": layout.name,
+        "trainable_policies": layout.num_policies,
+        "joint_action": layout.joint,
+        "output_tokens_per_action": layout.output_budget(role_tokens),
     }
 
 
@@ -81,6 +101,8 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
         "short_source_indices": _indices(split.short),
         "excluded_rows": {str(index): reason for index, reason in sorted(split.excluded.items())},
         **budget,
+        "actor": actor_report(run),
+        "wandb_run": run.wandb_identity(),
         "catalog_parse_failures": sorted(failures),
         "catalog_parse_errors": {str(i): message for i, message in sorted(failures.items())},
         "catalog_counts": {str(row.source_index): row.catalog.counts() for row in candidates},
@@ -93,7 +115,7 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
             str(row.source_index): [[day, field] for day, field in sorted(row.required_slots)] for row in candidates
         },
     }
-    report.update(environment_checks((*split.train, *split.eval), run.reward_config))
+    report.update(environment_checks((*split.train, *split.eval), run.reward_config, joint=report["actor"]["joint_action"]))
     return report
 
 
@@ -131,6 +153,10 @@ def format_dry_report(report: dict[str, Any]) -> str:
         f"{_bound(report, 'env_steps')}{report['env_steps']} env steps ({report['env_steps_unit']}: {phases}), "
         f"{_bound(report, 'optimizer_updates')}{report['optimizer_updates_per_agent']} optimizer updates per agent, "
         + _evaluations(report),
+        f"  actor       {report['actor']['layout']}: {report['actor']['trainable_policies']} trainable "
+        f"{'policy' if report['actor']['trainable_policies'] == 1 else 'policies'}, "
+        f"{report['actor']['output_tokens_per_action']:,} output tokens per "
+        f"{'joint' if report['actor']['joint_action'] else 'role'} action",
         f"  comparator  {report['comparator']} ({report['generation_mode']})",
         "  eval panels " + "  ".join(f"P{i + 1} {panel}" for i, panel in enumerate(report["eval_panels"])),
         f"  reward      range {report['reward_range']}, all-dash probe {report['all_dash_probe_reward']}",
