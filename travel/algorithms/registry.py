@@ -108,6 +108,14 @@ def registered(*, iterative: Optional[bool] = None) -> list[str]:
     return [name for name, spec in _REGISTRY.items() if iterative is None or spec.config.iterative == iterative]
 
 
+def spec_named(name: str) -> AlgorithmSpec:
+    """The registered algorithm `name` (algorithm=<name>)."""
+    load_algorithms()
+    if name not in _REGISTRY:
+        raise AlgorithmConfigError(f"algorithm={name!r} is not registered; choose one of {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
 def _config_class(node: Any) -> type[AlgorithmConfig]:
     target = node.get("_target_") if hasattr(node, "get") else None
     if not target:

@@ -1,4 +1,4 @@
-"""W&B run identity: name, group and tags of a run, from its config (docs/logging.md, "Run names").
+"""W&B run identity: name, group and tags of a run, from its config (README, "W&B run names").
 
 - MAGRPO (no preference collection): `Travel-magrpo-<model>-hard-budget-<N>train` (N train rows), with `cenactor` after the
   algorithm for the joint actor: `Travel-magrpo-cenactor-qwen3-4b-hard-budget-60train`.
