@@ -10,8 +10,7 @@ from typing import Any, Sequence
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from travel.agents.actors import build_layout
-from travel.agents.layouts import DecentralizedLayout
+from travel.agents.layouts import PolicyLayout
 from travel.algorithms.registry import load_algorithms
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +41,9 @@ def compose_config(overrides: Sequence[str], device: str | None = None) -> Any:
         return compose(config_name="config", overrides=[*defaults, *overrides, *extra])
 
 
-def project_actors(cfg: Any) -> DecentralizedLayout:
-    """Both actors exactly as a run of `cfg` builds them."""
-    return build_layout(
+def project_actors(cfg: Any) -> PolicyLayout:
+    """The actors of the config's layout (actor=), exactly as a run of `cfg` builds them."""
+    return instantiate(cfg.actor)(
         instantiate(cfg.model, _partial_=True),
         cfg.hardware,
         cfg.generation,
