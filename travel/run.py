@@ -42,7 +42,7 @@ def build(node: Any) -> Any:
 
 
 class Run:
-    MODES = ("dry", "train")
+    MODES = ("dry", "train", "eval")
 
     def __init__(self, cfg: DictConfig, run_dir: Optional[str] = None, score: Optional[Callable[..., Any]] = None):
         """`score`: the reward seam's score function (travel.algorithms.rollout.ScoreFn); None is the task
@@ -83,9 +83,26 @@ class Run:
     def save_config(self) -> None:
         write_text_atomic(self.run_dir / "config.yaml", OmegaConf.to_yaml(self.cfg, resolve=True))
 
+    @property
+    def resume(self) -> Optional[str]:
+        """resume=auto (the newest complete checkpoint of this run directory), resume=<checkpoint dir>, or None."""
+        value = OmegaConf.select(self.cfg, "resume", default=None)
+        return None if value is None else str(value)
+
     def __call__(self) -> dict[str, Any]:
-        self.save_config()
-        return getattr(self, f"_{self.cfg.mode.name}")()
+        """The mode's work, in a run directory that holds no other run (unless resuming), with its status
+        file and launch.log (travel/checkpoint/run_dir.py)."""
+        from travel.checkpoint.run_dir import claim, recorded
+
+        claim(self.run_dir, resuming=self.resume is not None)
+        with recorded(self.run_dir):
+            self.save_config()
+            return getattr(self, f"_{self.cfg.mode.name}")()
+
+    def _eval(self) -> dict[str, Any]:
+        from travel.checkpoint.evaluate_saved import evaluate_saved
+
+        return evaluate_saved(self)
 
     def _dry(self) -> dict[str, Any]:
         from travel.logging.dry_report import build_dry_report, format_dry_report
@@ -97,9 +114,6 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
-        from travel.algorithms.evaluation import Evaluator
-        from travel.algorithms.rollout import JointRolloutSampler
-
         split = self._training_plan()  # every config check happens here, before any weights load
         self._seed_everything()
         tracker = instantiate(self.cfg.logger)(
@@ -116,22 +130,7 @@ class Run:
                 learning_rate=self.algorithm.learning_rate,
                 seed=int(self.cfg.seed),
             )
-            sampler = JointRolloutSampler(
-                actors,
-                self.reward_config,
-                score=self.score,
-                parallel=actors.parallel,
-                rows_per_call=OmegaConf.select(generation, "rows_per_call", default=None),
-            )
-            evaluator = Evaluator(
-                sampler,
-                anchor_rows=split.anchor,
-                eval_rows=split.eval,
-                panel_size=split.panel_size,
-                tracker=tracker,
-                greedy=bool(generation.greedy_eval),
-                rows_per_call=int(OmegaConf.select(generation, "eval_rows_per_call", default=1)),
-            )
+            sampler, evaluator = self.evaluation_parts(actors, tracker)
             parts = TrainingParts(
                 actors=actors,
                 sampler=sampler,
@@ -172,6 +171,30 @@ class Run:
             base_tags=list(logger.get("tags") or ()),
         )
         return {"name": logger.get("name") or identity.name, "group": logger.get("group") or identity.group, "tags": identity.tags}
+
+    def evaluation_parts(self, layout: Any, tracker: Any) -> tuple[Any, Any]:
+        """The rollout sampler over `layout` (the run's score function) and the evaluator of the split's eval rows."""
+        from travel.algorithms.evaluation import Evaluator
+        from travel.algorithms.rollout import JointRolloutSampler
+
+        generation, split = self.cfg.generation, self.data.split
+        sampler = JointRolloutSampler(
+            layout,
+            self.reward_config,
+            score=self.score,
+            parallel=layout.parallel,
+            rows_per_call=OmegaConf.select(generation, "rows_per_call", default=None),
+        )
+        evaluator = Evaluator(
+            sampler,
+            anchor_rows=split.anchor,
+            eval_rows=split.eval,
+            panel_size=split.panel_size,
+            tracker=tracker,
+            greedy=bool(generation.greedy_eval),
+            rows_per_call=int(OmegaConf.select(generation, "eval_rows_per_call", default=1)),
+        )
+        return sampler, evaluator
 
     @cached_property
     def comparator_spec(self):
@@ -216,13 +239,15 @@ class Run:
 
     def _write_training_outputs(self, result, actors) -> dict[str, Any]:
         """Final actors (output.save_final_model, default true), the initial/final/delta table and the eval plot."""
-        from travel.logging.report import CURVE_FILE, format_table, plot_eval_curve
+        from travel.logging.report import CURVE_FILE, format_table, plot_eval_curve, write_summary
 
         if bool(OmegaConf.select(self.cfg, "output.save_final_model", default=True)):
             actors.save(self.run_dir / "actors")
         points = result.evaluations
         initial, final = points[0], points[-1]
-        print(format_table(initial.public, final.public, initial_step=initial.env_step, final_step=final.env_step))
+        table = format_table(initial.public, final.public, initial_step=initial.env_step, final_step=final.env_step)
+        print(table)
+        write_summary(self.run_dir, f"{self.cfg.algorithm.name} seed {self.cfg.seed}", table)
         plot_eval_curve(
             [(point.env_step, point.public) for point in points],
             self.run_dir / CURVE_FILE,

@@ -96,6 +96,25 @@ class Actor:
             return
         move_actor(self.model, self.optimizer, device)
 
+    def load(self, directory: str | Path) -> None:
+        """Weights saved by `save` (every *.safetensors file of `directory`); only tied weights may be absent."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        files = sorted(directory.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"{directory}: no saved weights (*.safetensors) for policy {self.agent_id}")
+        state: dict[str, Any] = {}
+        for path in files:
+            state.update(load_file(str(path), device=str(self.device)))
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or ())
+        if unexpected or set(missing) - tied:
+            raise ValueError(
+                f"{directory}: the saved weights do not fit policy {self.agent_id}'s model "
+                f"(missing {sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]})"
+            )
+
     def save(self, directory: str | Path) -> Path:
         """Weights and tokenizer; `directory` is replaced only once both are complete (travel.io.versioned_directory)."""
         from travel.io import versioned_directory

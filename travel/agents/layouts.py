@@ -98,6 +98,18 @@ class PolicyLayout:
     def save(self, directory: str | Path) -> list[Path]:
         return [actor.save(Path(directory) / self.policy_dir(actor.agent_id)) for actor in self.actors]
 
+    def load(self, directory: str | Path) -> None:
+        """Each policy's weights from its own subdirectory of `directory` (as `save` wrote them)."""
+        directory = Path(directory)
+        for actor in self.actors:
+            path = directory / self.policy_dir(actor.agent_id)
+            if not path.exists():
+                found = sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) if directory.is_dir() else []
+                raise FileNotFoundError(
+                    f"{directory} has no {path.name}/ for the {self.name} layout (actor={self.name}); it holds {found}"
+                )
+            actor.load(path)
+
     def policy_dir(self, policy: int) -> str:
         """The directory name of a policy's saved weights."""
         return f"agent_{policy}"

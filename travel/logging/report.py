@@ -61,6 +61,16 @@ def format_table(
     return "\n".join(lines)
 
 
+SUMMARY_FILE = "summary.md"
+
+
+def write_summary(run_dir: str | Path, title: str, table: str) -> Path:
+    """The run's initial / final / delta table (or a saved actors' evaluation) as summary.md."""
+    from travel.io import write_text_atomic
+
+    return write_text_atomic(Path(run_dir) / SUMMARY_FILE, f"# {title}\n\n```text\n{table}\n```\n")
+
+
 def plot_eval_curve(points: Sequence[tuple[int, Mapping[str, float]]], path: str | Path, title: str = "") -> Path:
     """Two panels against env_step, one marker per evaluation: eval/reward on top, the rates of
     CURVE_METRICS below (distinct markers and line styles, so equal values stay visible)."""

@@ -1,0 +1,94 @@
+"""The run directory's own records: who may use it, what state its run is in, and the run's console log.
+
+- `claim`: a directory that already holds a run (a `status` file, `metrics.jsonl` or `dry_run.json`) is
+  refused unless the run resumes (resume=auto or resume=<path>), so nothing is appended to or overwritten
+  without a word.
+- `status`: `running` while the mode runs, then `completed`, or `failed` followed by the error's type and
+  message (the traceback goes to launch.log).
+- `launch.log`: everything the run prints (stdout and stderr, progress-bar refreshes left out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from pathlib import Path
+from typing import Iterator, Optional, TextIO
+
+from travel.io import write_text_atomic
+
+STATUS_FILE = "status"
+LOG_FILE = "launch.log"
+RUNNING, COMPLETED, FAILED = "running", "completed", "failed"
+RUN_MARKERS = (STATUS_FILE, "metrics.jsonl", "dry_run.json")
+
+
+class RunDirectoryInUse(RuntimeError):
+    """The run directory already holds a run and the run does not resume it."""
+
+
+def read_status(run_dir: str | Path) -> Optional[str]:
+    """The first line of the run's status file (running | completed | failed), or None without one."""
+    path = Path(run_dir) / STATUS_FILE
+    return path.read_text().splitlines()[0] if path.is_file() and path.read_text() else None
+
+
+def claim(run_dir: str | Path, *, resuming: bool) -> None:
+    """Refuse a directory that holds a run unless this run resumes it."""
+    run_dir = Path(run_dir)
+    found = [name for name in RUN_MARKERS if (run_dir / name).exists()]
+    if found and not resuming:
+        state = read_status(run_dir) or "no status"
+        raise RunDirectoryInUse(
+            f"{run_dir} already holds a run ({', '.join(found)}; status: {state}): continue it with resume=auto "
+            f"(or resume=<checkpoint dir>), or give another hydra.run.dir"
+        )
+
+
+def write_status(run_dir: str | Path, state: str, error: Optional[BaseException] = None) -> None:
+    text = state if error is None else f"{state}\n{type(error).__name__}: {error}"
+    write_text_atomic(Path(run_dir) / STATUS_FILE, text + "\n")
+
+
+class _Tee:
+    """Writes to the console stream and to the log file; progress-bar refreshes (carriage returns, cursor moves)
+    stay off the file."""
+
+    def __init__(self, console: TextIO, log: TextIO):
+        self.console, self.log = console, log
+
+    def write(self, text: str) -> int:
+        self.console.write(text)
+        if "\r" not in text and "\x1b[" not in text:
+            self.log.write(text)
+            self.log.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.console.flush()
+        self.log.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.console, name)
+
+
+@contextlib.contextmanager
+def recorded(run_dir: str | Path) -> Iterator[None]:
+    """Status `running` for the body, then `completed` or `failed` with the error (re-raised); the body's
+    output is copied into launch.log."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_status(run_dir, RUNNING)
+    with (run_dir / LOG_FILE).open("a", encoding="utf-8") as log:
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(stdout, log), _Tee(stderr, log)
+        try:
+            yield
+        except BaseException as exc:
+            log.write(traceback.format_exc())
+            write_status(run_dir, FAILED, exc)
+            raise
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+    write_status(run_dir, COMPLETED)
