@@ -43,3 +43,21 @@ def real_train_rows(shared_data_dir):
     from travel.data import load_rows
 
     return load_rows(str(shared_data_dir / "train.jsonl"))
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """`python launch.py experiment=smoke logger=wandb logger.mode=offline`, run once per session: the main job's
+    end-to-end test reads it, and the resume and mode=eval tests compare against it. Returns (run_dir, result)."""
+    import subprocess
+    import sys
+
+    cwd = tmp_path_factory.mktemp("smoke")
+    env = {**os.environ, "WANDB_SILENT": "true"}
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "logger=wandb", "logger.mode=offline"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    (run_dir,) = (cwd / "outputs" / "magrpo").iterdir()
+    return run_dir, result

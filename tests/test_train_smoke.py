@@ -4,9 +4,6 @@ against the dry run, a crash mid-run, and config errors that must fail before an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,16 +32,13 @@ def metrics_records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_smoke_experiment_end_to_end_with_offline_wandb(tmp_path):
-    env = {**os.environ, "WANDB_SILENT": "true"}
-    result = subprocess.run(
-        [sys.executable, str(LAUNCH), "experiment=smoke", "logger=wandb", "logger.mode=offline"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    (run_dir,) = (tmp_path / "outputs" / "magrpo").iterdir()
-    for name in ("metrics.jsonl", "config.yaml", "eval_final.json", "eval_curve.png"):
+def test_smoke_experiment_end_to_end_with_offline_wandb(smoke_run):
+    run_dir, result = smoke_run
+    for name in ("metrics.jsonl", "config.yaml", "eval_final.json", "eval_curve.png", "summary.md", "launch.log"):
         assert (run_dir / name).is_file(), name
+    assert (run_dir / "status").read_text() == "completed\n"
+    assert "collaboration_success" in (run_dir / "summary.md").read_text()
+    assert "fixed-anchor evaluation: initial = env step 0" in (run_dir / "launch.log").read_text()
     assert (run_dir / "eval_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "initial" in result.stdout and "collaboration_success" in result.stdout
 
@@ -135,6 +129,8 @@ def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monke
     config = OmegaConf.load(tmp_path / "config.yaml")
     assert config.algorithm.name == "magrpo" and config.seed == 42
     assert not (tmp_path / "eval_final.json").exists() and not (tmp_path / "actors").exists()
+    assert (tmp_path / "status").read_text().startswith("failed\nRuntimeError: reward backend failed")
+    assert "RuntimeError: reward backend failed" in (tmp_path / "launch.log").read_text()  # with its traceback
 
 
 @pytest.mark.parametrize(

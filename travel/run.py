@@ -6,6 +6,7 @@ and the budgets on any machine.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cached_property
 from pathlib import Path
@@ -114,10 +115,20 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
+        from travel.checkpoint.signals import stop_on_sigterm
+
         split = self._training_plan()  # every config check happens here, before any weights load
+        checkpoints, resume = self._checkpointing()
         self._seed_everything()
         tracker = instantiate(self.cfg.logger)(
-            run_dir=self.run_dir, config=OmegaConf.to_container(self.cfg, resolve=True), **self.wandb_identity()
+            run_dir=self.run_dir,
+            config=OmegaConf.to_container(self.cfg, resolve=True),
+            **self.wandb_identity(),
+            **(
+                {"resume_bytes": resume.trainer["metrics_bytes"], "run_id": resume.trainer["wandb_run_id"]}
+                if resume is not None
+                else {}
+            ),
         )
         model_factory = instantiate(self.cfg.model, _partial_=True)
         generation = self.cfg.generation
@@ -130,6 +141,9 @@ class Run:
                 learning_rate=self.algorithm.learning_rate,
                 seed=int(self.cfg.seed),
             )
+            if resume is not None:
+                resume.restore(actors)
+                print(f"resuming from {resume.path} (env step {resume.env_step})")
             sampler, evaluator = self.evaluation_parts(actors, tracker)
             parts = TrainingParts(
                 actors=actors,
@@ -145,14 +159,41 @@ class Run:
                 comparator_spec=self.comparator_spec,
                 model_factory=model_factory,
                 gradient_checkpointing=bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
+                checkpoints=checkpoints,
+                resume=resume,
             )
-            result = self.algorithm_spec.build_trainer(self.algorithm, parts).train()
+            with stop_on_sigterm() as stop:
+                parts = dataclasses.replace(parts, stop=stop)
+                result = self.algorithm_spec.build_trainer(self.algorithm, parts).train()
             return self._write_training_outputs(result, actors)
         finally:
             for part in (sampler, actors):
                 if part is not None:
                     part.close()
             tracker.close()
+
+    def _checkpointing(self) -> tuple[Any, Any]:
+        """The checkpoint store of an algorithm that writes checkpoints (None otherwise), and the checkpoint that
+        resume= names (None without one, or for resume=auto before the run has written any)."""
+        from travel.checkpoint.store import CheckpointStore, resolve_resume
+
+        if not self.algorithm_spec.checkpoints:
+            if self.resume is not None:
+                raise ValueError(
+                    f"resume={self.resume}: algorithm={self.algorithm.name} writes no checkpoints yet, so it cannot "
+                    f"resume (algorithms with checkpoints: see README, \"Checkpoints and resume\")"
+                )
+            return None, None
+        options = self.cfg.get("checkpoint")
+        if not OmegaConf.is_dict(options):
+            raise ValueError(f"checkpoint={options!r}: training takes checkpoint.every_env_steps and checkpoint.keep")
+        store = CheckpointStore(
+            self.run_dir,
+            keep=options.get("keep", 2),
+            every_env_steps=options.get("every_env_steps"),
+            meta={"algorithm": self.algorithm.name, "layout": str(self.cfg.actor.layout)},
+        )
+        return store, resolve_resume(self.resume, self.run_dir)
 
     def wandb_identity(self) -> dict[str, Any]:
         """The W&B name, group and tags of this run (travel/logging/run_name.py); logger.name/group win when set."""

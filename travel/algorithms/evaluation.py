@@ -108,6 +108,17 @@ class Evaluator:
         self.history.append(point)
         return point
 
+    def history_state(self) -> list[dict[str, Any]]:
+        """The evaluations so far as JSON records (what a checkpoint keeps)."""
+        return [
+            {"env_step": p.env_step, "metrics": p.metrics, "samples": p.samples, "terminal": p.terminal} for p in self.history
+        ]
+
+    def restore_history(self, records: Sequence[dict[str, Any]]) -> None:
+        self.history = [
+            EvalPoint(int(r["env_step"]), dict(r["metrics"]), list(r["samples"]), bool(r["terminal"])) for r in records
+        ]
+
     def periodic(self, env_step: int) -> EvalPoint:
         """The anchor panel, greedy: one point of the fixed-anchor learning curve."""
         return self.evaluate(self.anchor_rows, env_step)

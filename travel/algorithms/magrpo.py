@@ -139,8 +139,15 @@ class MAGRPOTrainer:
         logging_steps: int = OnlineOptions.logging_steps,
         progress: bool = True,
         upload_turn_metrics: bool = True,
+        checkpoints: Any = None,
+        resume: Any = None,
+        stop: Any = None,
         **unused: Any,
     ):
+        """`checkpoints` (travel.checkpoint.store.CheckpointStore) writes checkpoints at each anchor evaluation
+        (or every checkpoint.every_env_steps, at buffer boundaries); `resume` (a Checkpoint already restored
+        into the actors) sets where the loop continues; `stop` (travel.checkpoint.signals.StopRequest) asks for a
+        checkpoint and an exit at the next buffer boundary (SIGTERM)."""
         if advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"algorithm.advantage_mode={advantage_mode!r}: choose one of {', '.join(ADVANTAGE_MODES)}")
         if logging_steps < 1:
@@ -162,39 +169,95 @@ class MAGRPOTrainer:
         self.optimizer_updates = [0] * self.num_agents
         self._buffer: list[tuple["JointRollout", list[float]]] = []
         self._last_turn_log: Optional[int] = None
+        self.checkpoints, self.stop = checkpoints, stop
+        self._start = (0, 0, False)  # (epoch, first row of its next buffer, whether its evaluation is done)
+        if resume is not None:
+            self.restore_state(resume.trainer)
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
     def train(self) -> TrainResult:
+        first_epoch, first_row, evaluated = self._start
         with self.progress_bar():
-            for epoch_index in range(len(self.epochs)):
-                self.train_epoch(epoch_index)
+            for epoch_index in range(first_epoch, len(self.epochs)):
+                resumed = epoch_index == first_epoch
+                self.train_epoch(epoch_index, first_row if resumed else 0, evaluated=resumed and evaluated)
         return self.finish()
+
+    # -- checkpoints -------------------------------------------------------------------------------------------------
+
+    def checkpoint_state(self, epoch_index: int, row_start: int, evaluated: bool) -> dict[str, Any]:
+        """Where the loop continues (the buffer at `row_start` of epoch `epoch_index`, after the epoch's anchor
+        evaluation when `evaluated`) and what it has counted."""
+        return {
+            "trainer": "magrpo",
+            "epoch": epoch_index,
+            "row_start": row_start,
+            "evaluated": evaluated,
+            "env_step": self.sampler.env_step,
+            "optimizer_updates": list(self.optimizer_updates),
+            "last_turn_log": self._last_turn_log,
+            "evaluations": self.evaluator.history_state(),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        if state.get("trainer") != "magrpo":
+            raise ValueError(f"a {state.get('trainer')!r} checkpoint cannot resume a MAGRPO loop")
+        self._start = (int(state["epoch"]), int(state["row_start"]), bool(state["evaluated"]))
+        self.sampler.env_step = int(state["env_step"])
+        self.optimizer_updates = [int(n) for n in state["optimizer_updates"]]
+        self._last_turn_log = state["last_turn_log"]
+        self.evaluator.restore_history(state["evaluations"])
+
+    def _checkpoint(self, epoch_index: int, row_start: int, at_eval_point: bool) -> None:
+        # at an evaluation point the epoch's evaluation is done; at a buffer boundary it is not yet due
+        """A checkpoint when one is due here; on a stop request, a checkpoint and then RunInterrupted."""
+        stopping = self.stop is not None and self.stop.requested
+        if self.checkpoints is None or not (stopping or self.checkpoints.due(self.sampler.env_step, at_eval_point)):
+            return
+        tracker = getattr(self.evaluator, "tracker", None) or self.tracker
+        state = self.checkpoint_state(epoch_index, row_start, evaluated=at_eval_point or row_start > 0)
+        path = self.checkpoints.save(self.sampler.env_step, self.actors, state, tracker)
+        if stopping:
+            from travel.checkpoint.signals import RunInterrupted
+
+            raise RunInterrupted(f"{self.stop.reason} at env step {self.sampler.env_step}: wrote {path}; resume=auto continues")
 
     @contextmanager
     def progress_bar(self) -> Iterator[None]:
         """The env-step bar that `train_epoch` advances; a driver that runs its own loop (MARLHF-iter) opens it."""
-        self._bar = tqdm(total=self.schedule.env_steps, desc="train env steps", unit="step", disable=not self.progress)
+        self._bar = tqdm(
+            total=self.schedule.env_steps,
+            initial=self.sampler.env_step,
+            desc="train env steps",
+            unit="step",
+            disable=not self.progress,
+        )
         try:
             yield
         finally:
             self._bar.close()
 
-    def train_epoch(self, epoch_index: int) -> None:
-        """One epoch of the schedule: its anchor evaluation when due, then its buffers, one update per buffer."""
+    def train_epoch(self, epoch_index: int, first_row: int = 0, evaluated: bool = False) -> None:
+        """One epoch of the schedule: its anchor evaluation when due (unless a resumed epoch did it), then its
+        buffers from `first_row` on, one update per buffer; checkpoints where they are due."""
         phase, rows = self.epochs[epoch_index]
         schedule = self.schedule
-        if epoch_index % schedule.eval_every_epochs == 0:
+        if first_row == 0 and not evaluated and epoch_index % schedule.eval_every_epochs == 0:
             self.evaluator.periodic(self.sampler.env_step)
+            self._checkpoint(epoch_index, 0, at_eval_point=True)
         # A buffer's rows are sampled by the same weights, so they are sampled together.
         size = schedule.rollout_buffer_size
-        for start in range(0, len(rows), size):
+        for start in range(first_row, len(rows), size):
             for rollout in self.sampler.rollouts(rows[start : start + size], schedule.num_generations):
                 advantages = group_advantages(rollout.rewards, self.advantage_mode, self.advantage_normalization)
                 self._buffer.append((rollout, advantages))
                 self._bar.update(rollout.num_joint_actions)
             self._bar.set_postfix(epoch=f"{epoch_index + 1}/{len(self.epochs)}", phase=phase, refresh=False)
             self._process_buffer(phase)
+            following = (epoch_index, start + size) if start + size < len(rows) else (epoch_index + 1, 0)
+            if following[0] < len(self.epochs):
+                self._checkpoint(*following, at_eval_point=False)
 
     def finish(self) -> TrainResult:
         """The terminal evaluation, and the check that the run's counts are the schedule's."""
@@ -325,7 +388,10 @@ def build_magrpo(config: MAGRPOConfig, parts: TrainingParts) -> MAGRPOTrainer:
         advantage_mode=config.advantage_mode,
         advantage_normalization=config.advantage_normalization,
         logging_steps=config.logging_steps,
+        checkpoints=parts.checkpoints,
+        resume=parts.resume,
+        stop=parts.stop,
     )
 
 
-register(AlgorithmSpec("magrpo", MAGRPOConfig, budget=magrpo_budget, build_trainer=build_magrpo))
+register(AlgorithmSpec("magrpo", MAGRPOConfig, budget=magrpo_budget, build_trainer=build_magrpo, checkpoints=True))

@@ -42,6 +42,9 @@ class TrainingParts:
     comparator_spec: Any = None
     model_factory: Optional[Callable[..., Any]] = None
     gradient_checkpointing: bool = False
+    checkpoints: Any = None  # travel.checkpoint.store.CheckpointStore (algorithms whose spec has `checkpoints`)
+    resume: Any = None  # the Checkpoint the run resumes from, already restored into `actors`
+    stop: Any = None  # travel.checkpoint.signals.StopRequest
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class AlgorithmSpec:
     budget: Callable[[Any, "CurriculumSplit", int], "Budget"]
     build_trainer: Callable[[Any, TrainingParts], Any]
     presets: Optional[Mapping[str, Mapping[str, Any]]] = None
+    checkpoints: bool = False  # its trainer writes checkpoints and resumes from them (TrainingParts.checkpoints)
 
     @property
     def preference(self) -> bool:

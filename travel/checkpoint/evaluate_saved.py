@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 if TYPE_CHECKING:
     from travel.run import Run
 
-CHECKPOINT_META = "checkpoint.json"  # a checkpoint's own record: its env_step (travel/checkpoint/store.py)
+from travel.checkpoint.store import CHECKPOINT_META
 
 
 @dataclass(frozen=True)

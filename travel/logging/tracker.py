@@ -46,16 +46,28 @@ class Tracker:
         group: Optional[str] = None,
         tags: tuple[str, ...] = (),
         config: Optional[Mapping[str, Any]] = None,
+        resume_bytes: Optional[int] = None,
+        run_id: Optional[str] = None,
     ):
+        """`resume_bytes`: a resumed run's metrics.jsonl is cut back to this length (its checkpoint's position)
+        and continued; `run_id`: the W&B run to continue."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
+        if resume_bytes is not None and self.path.exists():
+            with self.path.open("r+b") as handle:
+                handle.truncate(int(resume_bytes))
         self._file = self.path.open("a", encoding="utf-8")
         self._wandb = None
         if mode is not None:
-            self._init_wandb(mode, project, entity, name, group, tags, config)
+            self._init_wandb(mode, project, entity, name, group, tags, config, run_id)
 
-    def _init_wandb(self, mode, project, entity, name, group, tags, config) -> None:
+    def position(self) -> int:
+        """The byte length of metrics.jsonl so far (what a checkpoint records)."""
+        self._file.flush()
+        return self.path.stat().st_size
+
+    def _init_wandb(self, mode, project, entity, name, group, tags, config, run_id=None) -> None:
         if mode not in ("online", "offline", "disabled"):
             raise ValueError(f"logger.mode={mode!r}: choose online, offline or disabled")
         import wandb
@@ -70,6 +82,7 @@ class Tracker:
             dir=str(self.run_dir),
             config=dict(config or {}),
             reinit="finish_previous",
+            **({"id": run_id, "resume": "allow"} if run_id else {}),
         )
         self._wandb.define_metric("env_step", hidden=True, summary="none")
         self._wandb.define_metric("eval/*", step_metric="env_step")

@@ -1,0 +1,159 @@
+"""Checkpoints of a training run, and resuming from one.
+
+`checkpoints/env_step_<N>/` in the run directory, written atomically (travel.io.atomic_directory: a kill
+leaves the previous checkpoints and no partial one under that name), the newest `checkpoint.keep` kept:
+
+- `actors/<policy>/`: each policy's weights (as mode=eval loads them);
+- `optimizers.pt`: each policy's AdamW state;
+- `rng.pt`: Python's, NumPy's and torch's CPU and CUDA generator states, and each policy's sampling generator;
+- `trainer.json`: the trainer's position (travel/algorithms' `checkpoint_state`), the evaluations so far, the
+  byte length of metrics.jsonl at this point and the W&B run id;
+- `checkpoint.json`, written last inside the directory: env_step, algorithm, layout.
+
+Resume rebuilds the run from its config, loads all of it, cuts metrics.jsonl back to the recorded length
+and continues, so an interrupted and resumed run writes the same records and weights as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from travel.io import atomic_directory, remove_directory, write_json_atomic
+
+CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_META = "checkpoint.json"
+_NAME = re.compile(r"env_step_(\d+)")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be resumed from; the message names it and the option."""
+
+
+def rng_state(layout: Any) -> dict[str, Any]:
+    import numpy
+
+    return {
+        "python": random.getstate(),
+        "numpy": numpy.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "policies": [None if a.generator is None else a.generator.get_state() for a in layout.actors],
+    }
+
+
+def restore_rng(state: dict[str, Any], layout: Any) -> None:
+    import numpy
+
+    random.setstate(state["python"])
+    numpy.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    for actor, generator_state in zip(layout.actors, state["policies"]):
+        if generator_state is not None:
+            actor.generator.set_state(generator_state)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    env_step: int
+    trainer: dict[str, Any]  # trainer.json
+
+    def restore(self, layout: Any) -> None:
+        """Weights, optimizer states and every RNG into a freshly built layout of the same run."""
+        layout.load(self.path / "actors")
+        states = torch.load(self.path / "optimizers.pt", map_location="cpu", weights_only=False)
+        for actor, state in zip(layout.actors, states):
+            actor.optimizer.load_state_dict(state)
+        restore_rng(torch.load(self.path / "rng.pt", weights_only=False), layout)
+
+
+def checkpoint_env_step(path: Path) -> Optional[int]:
+    match = _NAME.fullmatch(path.name)
+    return int(match.group(1)) if match and (path / CHECKPOINT_META).is_file() else None
+
+
+def complete_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's complete checkpoints, oldest first."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    found = [(checkpoint_env_step(p), p) for p in root.iterdir()] if root.is_dir() else []
+    return [p for step, p in sorted((s, p) for s, p in found if s is not None)]
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    path = Path(path)
+    if checkpoint_env_step(path) is None:
+        raise CheckpointError(f"resume={path}: not a complete checkpoint (checkpoints/env_step_<N> with {CHECKPOINT_META})")
+    meta = json.loads((path / CHECKPOINT_META).read_text())
+    return Checkpoint(path, int(meta["env_step"]), json.loads((path / "trainer.json").read_text()))
+
+
+def resolve_resume(resume: Optional[str], run_dir: str | Path) -> Optional[Checkpoint]:
+    """The checkpoint `resume` names: None without resume; `auto`: the newest complete one of `run_dir` (None
+    when the run has none yet: it starts from the beginning); else the checkpoint directory given."""
+    if resume is None:
+        return None
+    if resume == "auto":
+        found = complete_checkpoints(run_dir)
+        return load_checkpoint(found[-1]) if found else None
+    return load_checkpoint(resume)
+
+
+class CheckpointStore:
+    """Writes the run's checkpoints (see the module docstring) and prunes all but the newest `keep`."""
+
+    def __init__(self, run_dir: str | Path, *, keep: int = 2, every_env_steps: Optional[int] = None, meta: Optional[dict] = None):
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise CheckpointError(f"checkpoint.keep={keep!r}: expected an integer >= 1")
+        if every_env_steps is not None and (isinstance(every_env_steps, bool) or not isinstance(every_env_steps, int) or every_env_steps < 1):
+            raise CheckpointError(f"checkpoint.every_env_steps={every_env_steps!r}: expected an integer >= 1, or null")
+        self.run_dir = Path(run_dir)
+        self.keep = keep
+        self.every_env_steps = every_env_steps
+        self.meta = dict(meta or {})
+        self._last: Optional[int] = None
+
+    def due(self, env_step: int, at_eval_point: bool) -> bool:
+        """At each evaluation point by default; every `every_env_steps` env steps when that is set."""
+        if self.every_env_steps is None:
+            return at_eval_point
+        return self._last is None or env_step - self._last >= self.every_env_steps
+
+    def save(self, env_step: int, layout: Any, trainer: dict[str, Any], tracker: Any = None) -> Path:
+        self._remove_leftovers()
+        path = self.run_dir / CHECKPOINT_DIR / f"env_step_{env_step}"
+        record = {
+            **trainer,
+            "metrics_bytes": tracker.position() if tracker is not None else None,
+            "wandb_run_id": getattr(getattr(tracker, "wandb_run", None), "id", None),
+        }
+        with atomic_directory(path) as partial:
+            for actor in layout.actors:
+                actor.model.save_pretrained(partial / "actors" / layout.policy_dir(actor.agent_id))
+            torch.save([actor.optimizer.state_dict() for actor in layout.actors], partial / "optimizers.pt")
+            torch.save(rng_state(layout), partial / "rng.pt")
+            write_json_atomic(partial / "trainer.json", record)
+            write_json_atomic(partial / CHECKPOINT_META, {**self.meta, "env_step": env_step})
+        self._last = env_step
+        for old in complete_checkpoints(self.run_dir)[: -self.keep]:
+            # renamed away first: a kill during the removal must not leave a half-deleted "complete" checkpoint
+            trash = old.parent / f".{old.name}.removing"
+            remove_directory(trash)
+            os.rename(old, trash)
+            remove_directory(trash)
+        return path
+
+    def _remove_leftovers(self) -> None:
+        """Hidden partial or half-removed checkpoints a killed run left behind."""
+        root = self.run_dir / CHECKPOINT_DIR
+        for leftover in root.glob(".env_step_*") if root.is_dir() else ():
+            remove_directory(leftover)
