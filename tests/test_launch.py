@@ -88,6 +88,7 @@ def check_sweep(tmp_path: Path) -> None:
 def test_sweep_with_submitit_local(tmp_path):
     launch(tmp_path, "--multirun", "mode=dry", "data=synthetic", "seed=1,2", "hydra/launcher=submitit_local")
     check_sweep(tmp_path)
+    assert not list((tmp_path / "multirun_outputs").rglob("%j")), "a literal %j directory was left"
 
 
 def test_sweep_through_the_local_slurm_cluster(tmp_path, slurm_cluster):

@@ -90,23 +90,20 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(smoke_run):
         assert changed, f"agent {agent}'s weights are the initial ones"
 
 
-def test_trainer_counts_match_the_dry_run_report(tmp_path):
+def test_trainer_counts_match_the_dry_run_report(smoke_run, tmp_path):
     from travel.logging.dry_report import build_dry_report
 
-    overrides = ["experiment=smoke", "algorithm.num_train_epochs=3", "algorithm.eval_every_epochs=2"]
-    report = build_dry_report(Run(compose_config(*overrides, "mode=dry"), run_dir=str(tmp_path / "dry")))
-    run_dir = tmp_path / "train"
-    result = Run(compose_config(*overrides), run_dir=str(run_dir))()
-    assert result["env_steps"] == report["env_steps"]
-    assert result["optimizer_updates_per_agent"] == [report["optimizer_updates_per_agent"]] * 2
-    assert result["eval_env_steps"] == report["eval_env_steps"]
+    run_dir, result = smoke_run
+    report = build_dry_report(Run(compose_config("experiment=smoke", "mode=dry"), run_dir=str(tmp_path / "dry")))
+    console = result.stdout
     records = metrics_records(run_dir)
     assert len([r for r in records if "train/reward" in r]) == report["optimizer_updates_per_agent"]
     assert [r["env_step"] for r in records if "eval/reward" in r] == report["eval_env_steps"]
     assert max(r["env_step"] for r in records) == report["env_steps"]
-    # the report's own numbers, derived by hand: 4 rows x 3 epochs x K=2; 2 buffers (3 + 1) per epoch;
-    # evaluations at epochs 0 and 2 (env steps 0 and 16) and at the end
-    assert (report["env_steps"], report["optimizer_updates_per_agent"], report["eval_env_steps"]) == (24, 6, [0, 16, 24])
+    assert f"final = env step {report['env_steps']}" in console
+    # the report's own numbers, derived by hand: 4 rows x 2 epochs x K=2; 2 buffers (3 + 1) per epoch;
+    # evaluations at both epoch starts (env steps 0 and 8) and at the end
+    assert (report["env_steps"], report["optimizer_updates_per_agent"], report["eval_env_steps"]) == (16, 4, [0, 8, 16])
 
 
 def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monkeypatch):

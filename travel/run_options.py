@@ -34,7 +34,9 @@ def check_run_options(run: "Run") -> None:
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"hardware.torch_threads={threads!r}: expected an integer >= 1 (or null)")
     from travel.agents.layouts import layout_class
+    from travel.logging.tracker import check_logger_options
 
+    check_logger_options(str(run.cfg.logger.get("backend", "wandb")), run.cfg.logger.get("mode"))
     layout_class(str(OmegaConf.select(run.cfg, "actor.layout", default=None)))
     run.comparator_spec  # noqa: B018  (option combinations fail before the budget)
     run.budget  # noqa: B018  (bad options fail here, before any weights load)

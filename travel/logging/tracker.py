@@ -25,6 +25,12 @@ def uploadable(key: str) -> bool:
     return any(pattern.fullmatch(key) for pattern in UPLOADED)
 
 
+def check_logger_options(backend: str, mode: Optional[str]) -> None:
+    """logger=none writes metrics.jsonl only: a W&B mode there is a mistake, named (it would turn W&B on)."""
+    if backend == "none" and mode is not None:
+        raise ValueError(f"logger.mode={mode}: W&B needs logger=wandb (logger=none writes metrics.jsonl only)")
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
@@ -48,9 +54,11 @@ class Tracker:
         config: Optional[Mapping[str, Any]] = None,
         resume_bytes: Optional[int] = None,
         run_id: Optional[str] = None,
+        backend: str = "wandb",
     ):
         """`resume_bytes`: a resumed run's metrics.jsonl is cut back to this length (its checkpoint's position)
-        and continued; `run_id`: the W&B run to continue."""
+        and continued; `run_id`: the W&B run to continue; `backend`: the logger option (`none` takes no mode)."""
+        check_logger_options(backend, mode)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
