@@ -75,3 +75,16 @@ def test_the_decentralized_layout_keeps_two_role_actors_and_their_texts():
         DecentralizedLayout(layout.actors[:1])
     with pytest.raises(ValueError, match="centralized layout has 1 policy, got 2"):
         CentralizedLayout(layout.actors)
+
+
+def test_the_default_joint_budget_is_2048_in_the_dry_run(tmp_path):
+    from tests.conftest import compose_config
+    from travel.logging.dry_report import build_dry_report
+    from travel.run import Run
+
+    report = build_dry_report(Run(compose_config("mode=dry", "data=synthetic", "actor=centralized"), run_dir=str(tmp_path)))
+    assert report["actor"] == {"layout": "centralized", "trainable_policies": 1, "joint_action": True, "output_tokens_per_action": 2048}
+    joint, logistics = report["prompt_chars"]["joint"], report["prompt_chars"]["logistics"]
+    assert joint["per_row"].keys() == logistics["per_row"].keys() and joint["min"] > logistics["min"]
+    roles = build_dry_report(Run(compose_config("mode=dry", "data=synthetic"), run_dir=str(tmp_path / "roles")))
+    assert roles["actor"]["output_tokens_per_action"] == 1024 and "joint" not in roles["prompt_chars"]

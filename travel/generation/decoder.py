@@ -56,6 +56,8 @@ VALUE, FORCED, DONE = 0, 1, 2
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
 PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
+SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
+            "share_prompt_cache", "values", "compute_dtype")  # what `with_model` copies
 DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
 
 
@@ -116,21 +118,10 @@ class StructuredDecoder:
         self._cache_name = cache_argument(model)
 
     def with_model(self, model: Any, max_new_tokens: int | None = None) -> "StructuredDecoder":
-        """A decoder of `model` with every setting of this one (a comparator's frozen weights), and another
-        output budget when `max_new_tokens` is given."""
-        return StructuredDecoder(
-            model,
-            self.tokenizer,
-            max_new_tokens=self.max_new_tokens if max_new_tokens is None else max_new_tokens,
-            max_value_tokens=self.max_value_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            fill_budget=self.fill_budget,
-            step_backend=self.step_backend,
-            share_prompt_cache=self.share_prompt_cache,
-            values=self.values,
-            compute_dtype=self.compute_dtype,
-        )
+        """A decoder of `model` (a comparator's frozen weights) with this one's settings, `max_new_tokens` aside."""
+        settings = {name: getattr(self, name) for name in SETTINGS}
+        settings["max_new_tokens"] = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        return StructuredDecoder(model, self.tokenizer, **settings)
 
     @property
     def pad_token_id(self) -> int:
