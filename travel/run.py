@@ -293,6 +293,7 @@ class Run:
             [(point.env_step, point.public) for point in points],
             self.run_dir / CURVE_FILE,
             title=f"{self.cfg.algorithm.name} seed {self.cfg.seed}: fixed-anchor evaluation (greedy)",
+            train_records=[json.loads(line) for line in (self.run_dir / "metrics.jsonl").read_text().splitlines()],
         )
         print(f"wrote {self.run_dir}")
         return {

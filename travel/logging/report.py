@@ -1,5 +1,5 @@
-"""End-of-run report: the initial / final / delta table of SEED.md's main metrics and a PNG of the
-fixed-anchor eval curve."""
+"""End-of-run report: the initial / final / delta table of the main metrics and a PNG of the fixed-anchor
+eval curve with the run's training curves."""
 
 from __future__ import annotations
 
@@ -71,9 +71,28 @@ def write_summary(run_dir: str | Path, title: str, table: str) -> Path:
     return write_text_atomic(Path(run_dir) / SUMMARY_FILE, f"# {title}\n\n```text\n{table}\n```\n")
 
 
-def plot_eval_curve(points: Sequence[tuple[int, Mapping[str, float]]], path: str | Path, title: str = "") -> Path:
-    """Two panels against env_step, one marker per evaluation: eval/reward on top, the rates of
-    CURVE_METRICS below (distinct markers and line styles, so equal values stay visible)."""
+def _scaled(axis, values: Sequence[float], floor_span: float = 0.02) -> None:
+    """Y-limits fitted to the data (at least `floor_span` wide), so small changes stay visible."""
+    low, high = min(values), max(values)
+    span = max(high - low, floor_span)
+    middle = (low + high) / 2
+    axis.set_ylim(middle - 0.6 * span, middle + 0.6 * span)
+
+
+TRAIN_CURVES = ("train/reward", "train/reward_group_std")
+LOSS_PREFIXES = ("train/loss_agent_", "train/dpo_loss")
+
+
+def plot_eval_curve(
+    points: Sequence[tuple[int, Mapping[str, float]]],
+    path: str | Path,
+    title: str = "",
+    train_records: Sequence[Mapping[str, float]] = (),
+) -> Path:
+    """Panels against env_step, one marker per evaluation: eval/reward (its axis fitted to the data, the delta
+    in the legend); the rates of CURVE_METRICS (distinct markers and line styles, each line lifted by a small
+    offset so equal values stay visible); and, given the run's train/* records, train reward, group spread
+    and each loss."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,31 +102,51 @@ def plot_eval_curve(points: Sequence[tuple[int, Mapping[str, float]]], path: str
         raise ValueError("no eval points to plot")
     path = Path(path)
     steps = [step for step, _ in points]
-    figure, (top, bottom) = plt.subplots(
-        2, 1, figsize=(10, 6.5), dpi=120, sharex=True, gridspec_kw={"height_ratios": [1, 1.6]}
+    train = [r for r in train_records if any(key in r for key in TRAIN_CURVES) or any(k.startswith(LOSS_PREFIXES) for k in r)]
+    rows = 3 if train else 2
+    figure, axes = plt.subplots(
+        rows, 1, figsize=(10, 3.2 * rows), dpi=120, sharex=True, gridspec_kw={"height_ratios": [1, 1.6, 1.2][:rows]}
     )
-    top.plot(steps, [float(m["eval/reward"]) for _, m in points], marker="o", color="#1f5fa8", label="reward")
+    top, middle = axes[0], axes[1]
+    rewards = [float(m["eval/reward"]) for _, m in points]
+    top.plot(steps, rewards, marker="o", color="#1f5fa8", label=f"reward (delta {rewards[-1] - rewards[0]:+.4f})")
     top.set_ylabel("eval/reward")
-    top.set_ylim(-0.27, 1.02)
-    top.axhline(0.0, color="grey", linewidth=0.6)
+    _scaled(top, rewards)
     top.grid(True, alpha=0.3)
+    top.legend(loc="best", fontsize=8, frameon=False)
     top.set_title(title or "Fixed-anchor evaluation (greedy)")
     styles = ["-", "--", "-.", ":", "-", "--"]
     markers = ["s", "^", "D", "v", "x", "P"]
     for index, name in enumerate(name for name in CURVE_METRICS if name != "reward"):
-        bottom.plot(
+        middle.plot(
             steps,
-            [float(m[f"eval/{name}"]) for _, m in points],
+            [float(m[f"eval/{name}"]) + 0.008 * index for _, m in points],
             linestyle=styles[index % len(styles)],
             marker=markers[index % len(markers)],
             markersize=6 - index * 0.6,
-            label=name,
+            label=f"{name} (+{0.008 * index:.3f})" if index else name,
         )
-    bottom.set_ylabel("anchor-panel rate")
-    bottom.set_xlabel("env_step (joint actions)")
-    bottom.set_ylim(-0.03, 1.03)
-    bottom.grid(True, alpha=0.3)
-    bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    middle.set_ylabel("anchor-panel rate (lifted)")
+    middle.set_ylim(-0.03, 1.08)
+    middle.grid(True, alpha=0.3)
+    middle.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if train:
+        bottom = axes[2]
+        for key, color in zip(TRAIN_CURVES, ("#2a7f2a", "#b8860b")):
+            pairs = [(r["env_step"], float(r[key])) for r in train if key in r]
+            if pairs:
+                bottom.plot(*zip(*pairs), marker=".", color=color, label=key)
+        losses = bottom.twinx()
+        for index, key in enumerate(sorted({k for r in train for k in r if k.startswith(LOSS_PREFIXES)})):
+            pairs = [(r["env_step"], float(r[key])) for r in train if key in r]
+            losses.plot(*zip(*pairs), linestyle=styles[index % len(styles)], color="#8b1a1a", alpha=0.8, label=key)
+        losses.set_ylabel("loss")
+        bottom.set_ylabel("train reward / spread")
+        bottom.grid(True, alpha=0.3)
+        handles = bottom.get_legend_handles_labels()[0] + losses.get_legend_handles_labels()[0]
+        labels = bottom.get_legend_handles_labels()[1] + losses.get_legend_handles_labels()[1]
+        bottom.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8, frameon=False)
+    axes[-1].set_xlabel("env_step (joint actions)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
