@@ -23,6 +23,17 @@ def compose_config(*overrides: str, hydra: bool = False, config_dir: Path = CONF
         return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """A tiny model is dominated by intra-op thread hand-offs on a small, shared machine: one thread."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def require_shared_data() -> Path:
     """The real data directory; skips the test where it is absent, fails when CI requires it."""
     if (SHARED_DATA_DIR / "train.jsonl").is_file():

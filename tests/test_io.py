@@ -2,15 +2,13 @@
 leaves the previous saved actor or the complete new one, never a partial directory."""
 
 import json
-import multiprocessing
-import os
 import random
-import signal
 import time
 
 import pytest
 import torch
 
+from tests.kill import kill_at_random_point
 from travel.agents.actors import Actor
 from travel.agents.models import build_tiny_random
 from travel.io import atomic_directory, versioned_directory, write_json_atomic
@@ -86,20 +84,11 @@ def test_sigkill_at_any_point_of_an_actor_save_leaves_a_complete_actor(tmp_path)
     one_save = time.perf_counter()
     actors[1].save(directory)
     one_save = time.perf_counter() - one_save
-    context = multiprocessing.get_context("fork")
     rng = random.Random(0)
     seen = set()
     for trial in range(TRIALS):
-        saved = context.Value("i", 0)
-        child = context.Process(target=_save_forever, args=(actors, directory, saved))
-        child.start()
-        target = rng.randrange(3)  # complete saves before the kill: 0, 1 or 2, then a random point of the next
-        deadline = time.monotonic() + 60
-        while saved.value < target and time.monotonic() < deadline:
-            time.sleep(0.001)
-        time.sleep(rng.uniform(0.0, 1.5 * one_save))
-        os.kill(child.pid, signal.SIGKILL)
-        child.join()
+        # complete saves before the kill: 0, 1 or 2, then a random point of the next
+        kill_at_random_point(_save_forever, (actors, directory), rng, most_done=3, pause_s=1.5 * one_save)
         weights = _weights(directory)
         matches = [i for i, version in enumerate(versions) if all(torch.equal(weights[k], version[k]) for k in version)]
         assert len(matches) == 1, "the saved actor is neither the previous nor the new one"

