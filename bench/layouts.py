@@ -80,7 +80,7 @@ def measure_layout(name: str, args: argparse.Namespace) -> dict[str, float]:
     }
     sampler.close()
     layout.close()
-    del sampler, layout, rollouts, samples
+    del sampler, layout, rollouts
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

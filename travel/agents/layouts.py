@@ -120,8 +120,6 @@ class PolicyLayout:
         self._workers = None
 
 
-
-
 def _in_compute_dtype(step: Callable[["Actor"], T], actor: "Actor") -> T:
     """`step(actor)` under the autocast its decoder decodes with (hardware.compute_dtype)."""
     from travel.generation.model_io import compute_autocast
