@@ -5,6 +5,7 @@ mode=eval reproduces a finished run's final evaluation; a used run directory is 
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -18,13 +19,15 @@ from safetensors.torch import load_file
 
 from tests.conftest import REPO_ROOT, compose_config
 from tests.kill import kill_at_random_point
+from tests.logging.wandb_files import read_records
 from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
 from travel.checkpoint.run_dir import RunDirectoryInUse
 from travel.checkpoint.store import CheckpointStore, complete_checkpoints, load_checkpoint
 from travel.run import Run
 
-LAUNCH = [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke"]
+LAUNCH = [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "logger=wandb", "logger.mode=offline"]
+QUIET = {**os.environ, "WANDB_SILENT": "true"}
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -44,7 +47,9 @@ def weights(run_dir: Path, policy: str) -> dict[str, torch.Tensor]:
 def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_records_and_weights(smoke_run, tmp_path):
     reference, _ = smoke_run
     run_dir = tmp_path / "run"
-    child = subprocess.Popen([*LAUNCH, f"hydra.run.dir={run_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [*LAUNCH, f"hydra.run.dir={run_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET
+    )
     deadline = time.monotonic() + 300
     while not (run_dir / "checkpoints" / "env_step_0" / "checkpoint.json").exists():  # the first evaluation point
         assert child.poll() is None and time.monotonic() < deadline, "the run ended before its first checkpoint"
@@ -57,7 +62,9 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_records_and_weigh
     stopped = [path.name for path in complete_checkpoints(run_dir)]
     assert stopped == ["env_step_0", "env_step_6"]  # the evaluation point, then SIGTERM's at the next buffer end
 
-    resumed = subprocess.run([*LAUNCH, f"hydra.run.dir={run_dir}", "resume=auto"], capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [*LAUNCH, f"hydra.run.dir={run_dir}", "resume=auto"], capture_output=True, text=True, timeout=600, env=QUIET
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {run_dir / 'checkpoints' / stopped[-1]}" in resumed.stdout
     assert records(run_dir) == records(reference)  # no record lost or written twice
@@ -66,6 +73,10 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_records_and_weigh
         assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), policy
     assert (run_dir / "status").read_text() == "completed\n"
     assert [p.name for p in complete_checkpoints(run_dir)] == ["env_step_6", "env_step_8"]  # checkpoint.keep=2
+    # W&B continues the same run: both offline runs carry one run id
+    files = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    ids = {r.run.run_id for path in files for r in read_records(path) if r.WhichOneof("record_type") == "run"}
+    assert len(files) == 2 and len(ids) == 1, (files, ids)
 
 
 def test_mode_eval_reproduces_the_final_evaluation_of_a_finished_run(smoke_run, tmp_path):
