@@ -72,13 +72,20 @@ def _filled_directory(path: Path, tag: str) -> Iterator[Path]:
 @contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
     """A directory written once: the body fills a hidden temporary directory beside `path`, which is renamed
-    to `path` when the body returns. A kill leaves no `path` or the complete one (an older `path` is removed
-    first: use `versioned_directory` for a directory saved over again)."""
+    to `path` when the body returns. A kill leaves the older `path`, no `path`, or the complete new one (an
+    older `path` is renamed aside, then removed; use `versioned_directory` for a directory saved over again)."""
     path = Path(path)
     with _filled_directory(path, "partial-") as partial:
         yield partial
-    remove_directory(path)
-    os.rename(partial, path)
+    if path.exists() or path.is_symlink():
+        # renamed aside in one step, never deleted in place: a kill during the deletion must not leave a
+        # half-deleted directory under the name
+        aside = _sibling(path, "replaced-")
+        os.rename(path, aside)
+        os.rename(partial, path)
+        remove_directory(aside)
+    else:
+        os.rename(partial, path)
 
 
 @contextmanager
