@@ -32,7 +32,7 @@ def launch(run_dir: Path, algorithm: str) -> None:
         raise SystemExit(f"{algorithm}: the run failed\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
 
 
-def check(run_dir: Path, algorithm: str, iterative: bool, preference: bool) -> list[str]:
+def check(run_dir: Path, iterative: bool, preference: bool) -> list[str]:
     problems = []
     config = (run_dir / "config.yaml").read_text()
     if "layout: centralized" not in config:
@@ -80,7 +80,7 @@ def main() -> int:
         spec = spec_named(algorithm)
         run_dir = out / algorithm
         launch(run_dir, algorithm)
-        problems = check(run_dir, algorithm, spec.config.iterative, spec.preference)
+        problems = check(run_dir, spec.config.iterative, spec.preference)
         for problem in problems:
             print(f"FAIL {algorithm}: {problem}")
         if not problems:

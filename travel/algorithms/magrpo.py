@@ -215,9 +215,8 @@ class MAGRPOTrainer:
         stopping = self.stop is not None and self.stop.requested
         if self.checkpoints is None or not (stopping or self.checkpoints.due(self.sampler.env_step, at_eval_point)):
             return
-        tracker = getattr(self.evaluator, "tracker", None) or self.tracker
         state = self.checkpoint_state(epoch_index, row_start, evaluated=at_eval_point or row_start > 0)
-        path = self.checkpoints.save(self.sampler.env_step, self.actors, state, tracker)
+        path = self.checkpoints.save(self.sampler.env_step, self.actors, state, self.tracker)
         if stopping:
             from travel.checkpoint.signals import RunInterrupted
 

@@ -115,7 +115,7 @@ class PolicySource(JointRolloutSampler):
 
     def __init__(self, layout: Any, batch_size: int, policies: Optional[Sequence["Policy"]] = None):
         generation_chunks(1, batch_size)
-        super().__init__(layout, candidates_per_call=batch_size, acting=policies)  # two policies: decentralized
+        super().__init__(layout, candidates_per_call=batch_size, acting=policies)  # a list of two: decentralized
         self.batch_size = batch_size
         self.kind = self.layout.kind
 
