@@ -72,3 +72,12 @@ def smoke_run(tmp_path_factory):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     (run_dir,) = (cwd / "outputs" / "magrpo").iterdir()
     return run_dir, result
+
+
+@pytest.fixture(scope="session")
+def preference_smoke_runs(tmp_path_factory):
+    """The reduced smoke run of each preference algorithm (tests/preference_runs.py), run once per session:
+    {algorithm: (run_dir, stdout)}."""
+    from tests.preference_runs import run_all
+
+    return run_all(tmp_path_factory.mktemp("preference_smoke"))

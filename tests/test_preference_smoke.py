@@ -1,54 +1,28 @@
 """`python launch.py experiment=smoke algorithm=X` for the four preference algorithms, end to end in subprocesses
-(two at a time), on a reduced schedule: 2 train rows, one epoch. Each run directory is checked against what the
-run must have produced: stored pairs whose token ids are exactly the generated continuations of the stored texts
-under the row's own prompt, reward distributions over the declared range (iterative runs), eval/* at the env
-steps the schedule implies, iter/* only for iterative runs, and a console report that keeps collected
-candidates, pairs, replayed pairs and env steps apart. The runs log to W&B offline, read back from its run files:
-preference runs upload eval/* and iter/* only, never turn_1/*. A run in which every comparison ties must fail."""
+(two at a time), on a reduced schedule: 2 train rows, one epoch (tests/preference_runs.py). Each run directory
+is checked against what the run must have produced: stored pairs whose token ids are exactly the generated
+continuations of the stored texts under the row's own prompt, reward distributions over the declared range
+(iterative runs), eval/* at the env steps the schedule implies, iter/* only for iterative runs, and a console
+report that keeps collected candidates, pairs, replayed pairs and env steps apart. The runs log to W&B offline,
+read back from its run files: preference runs upload eval/* and iter/* only, never turn_1/*. A run in which
+every comparison ties must fail."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-REPO = Path(__file__).resolve().parents[1]
-LAUNCH = REPO / "launch.py"
-ALGORITHMS = ("madpo", "madpo_iter", "marlhf", "marlhf_iter")
-REDUCED = ["curriculum.train_per_cell=1", "algorithm.num_train_epochs=1"]
-OFFLINE_WANDB = ["logger=wandb", "logger.mode=offline"]
-DPO_REDUCED = ["algorithm.train_batch_size=1", "algorithm.eval_every_updates=1"]
-
-
-def launch(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_SILENT": "true"}
-    return subprocess.run(
-        [sys.executable, str(LAUNCH), "experiment=smoke", f"hydra.run.dir={run_dir}", *overrides],
-        cwd=run_dir.parent, env=env, capture_output=True, text=True, timeout=900,
-    )
+from tests.preference_runs import ALGORITHMS, REDUCED, launch
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("preference_smoke")
-
-    def one(algorithm: str):
-        extra = DPO_REDUCED if algorithm.startswith("madpo") else []
-        return algorithm, launch(base / algorithm, f"algorithm={algorithm}", *REDUCED, *extra, *OFFLINE_WANDB)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = dict(pool.map(one, ALGORITHMS))
-    for algorithm, result in done.items():
-        assert result.returncode == 0, f"{algorithm}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-    return {algorithm: (base / algorithm, result.stdout) for algorithm, result in done.items()}
+def runs(preference_smoke_runs):
+    return preference_smoke_runs
 
 
 def records(run_dir: Path) -> list[dict]:

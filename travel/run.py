@@ -86,19 +86,29 @@ class Run:
 
     @property
     def resume(self) -> Optional[str]:
-        """resume=auto (the newest complete checkpoint of this run directory), resume=<checkpoint dir>, or None."""
+        """resume=auto (the newest complete checkpoint of this run directory), resume=<checkpoint dir>, or None;
+        a job Slurm requeued (travel/checkpoint/signals.py) resumes as with resume=auto."""
+        from travel.checkpoint.signals import requeued_by_slurm
+
         value = OmegaConf.select(self.cfg, "resume", default=None)
+        if value is None and requeued_by_slurm():
+            return "auto"
         return None if value is None else str(value)
 
     def __call__(self) -> dict[str, Any]:
         """The mode's work, in a run directory that holds no other run (unless resuming), with its status
         file and launch.log (travel/checkpoint/run_dir.py)."""
         from travel.checkpoint.run_dir import claim, recorded
+        from travel.checkpoint.signals import RunInterrupted, hand_over
 
         claim(self.run_dir, resuming=self.resume is not None)
-        with recorded(self.run_dir):
-            self.save_config()
-            return getattr(self, f"_{self.cfg.mode.name}")()
+        try:
+            with recorded(self.run_dir):
+                self.save_config()
+                return getattr(self, f"_{self.cfg.mode.name}")()
+        except RunInterrupted as interrupted:
+            hand_over(interrupted)  # SIGUSR2 under Slurm: requeue now that the checkpoint is written
+            raise
 
     def _eval(self) -> dict[str, Any]:
         from travel.checkpoint.evaluate_saved import evaluate_saved
@@ -115,7 +125,7 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
-        from travel.checkpoint.signals import stop_on_sigterm
+        from travel.checkpoint.signals import requeue_grace_s, stop_on_signals
 
         split = self._training_plan()  # every config check happens here, before any weights load
         checkpoints, resume = self._checkpointing()
@@ -162,7 +172,7 @@ class Run:
                 checkpoints=checkpoints,
                 resume=resume,
             )
-            with stop_on_sigterm() as stop:
+            with stop_on_signals(requeue_grace_s()) as stop:
                 parts = dataclasses.replace(parts, stop=stop)
                 result = self.algorithm_spec.build_trainer(self.algorithm, parts).train()
             return self._write_training_outputs(result, actors)
@@ -187,13 +197,18 @@ class Run:
         options = self.cfg.get("checkpoint")
         if not OmegaConf.is_dict(options):
             raise ValueError(f"checkpoint={options!r}: training takes checkpoint.every_env_steps and checkpoint.keep")
+        meta = {"algorithm": self.algorithm.name, "layout": str(self.cfg.actor.layout)}
+        resume = resolve_resume(self.resume, self.run_dir)
+        if resume is not None:
+            resume.check_matches(meta)
         store = CheckpointStore(
             self.run_dir,
             keep=options.get("keep", 2),
             every_env_steps=options.get("every_env_steps"),
-            meta={"algorithm": self.algorithm.name, "layout": str(self.cfg.actor.layout)},
+            meta=meta,
+            last_env_step=resume.env_step if resume is not None else None,
         )
-        return store, resolve_resume(self.resume, self.run_dir)
+        return store, resume
 
     def wandb_identity(self) -> dict[str, Any]:
         """The W&B name, group and tags of this run (travel/logging/run_name.py); logger.name/group win when set."""

@@ -132,6 +132,18 @@ class RngStream:
             self._generators[key] = torch.Generator(device=key).manual_seed(self.seed)
         return self._generators[key]
 
+    def state(self) -> dict[str, Any]:
+        """Each device's generator state (what a checkpoint keeps)."""
+        return {key: generator.get_state() for key, generator in self._generators.items()}
+
+    def restore(self, states: Mapping[str, Any]) -> None:
+        import torch
+
+        self._generators = {}
+        for key, state in states.items():
+            self._generators[key] = torch.Generator(device=key)
+            self._generators[key].set_state(state)
+
 
 # ---- weights ----------------------------------------------------------------------------------------
 

@@ -10,6 +10,11 @@ env_step counts environment_steps_per_pair per trained pair (replayed pairs incl
 not fresh rollouts. The anchor panel is evaluated before training, before every eval_every_updates-th update
 (never twice without an update in between) and on the whole eval pool at the end. A run in which every
 comparison tied raises NoPreferencePairs instead of reporting success.
+
+Checkpoints are written at the anchor evaluation points (or every checkpoint.every_env_steps) and on SIGTERM,
+before an update: they keep the pass in progress (iteration, epoch, its shuffled order, the next batch and its
+pairs) with the preference run's state (travel/algorithms/preference_checkpoint.py), and a resumed run
+continues with that batch.
 """
 
 from __future__ import annotations
@@ -86,8 +91,12 @@ class MADPOTrainer:
         logprob: GroupLogprob = packed_logprobs,
         comparator_loaders: Optional[tuple[Callable[..., Any], Callable[..., Any]]] = None,
         progress: bool = True,
+        checkpoints: Any = None,
+        resume: Any = None,
+        stop: Any = None,
         **unused: Any,
     ):
+        """`checkpoints`, `resume` and `stop` as in MAGRPOTrainer (travel/algorithms/magrpo.py)."""
         config = self.config_class.from_mapping(algorithm)
         self.actors = actors
         self.evaluator = evaluator
@@ -120,17 +129,34 @@ class MADPOTrainer:
         self.env_step = 0
         self.updates = 0
         self.update_seconds = 0.0
+        self.checkpoints, self.stop = checkpoints, stop
+        # a resumed run's pass in progress: (its position, its pairs)
+        self._resumed: Optional[tuple[dict[str, Any], "PreferenceBatch"]] = None
+        if resume is not None:
+            self._restore(resume.trainer, Path(resume.path))
 
     # -- DPO over a pair set ----------------------------------------------------------------------------------
 
-    def train_pairs(self, pairs: "PreferenceBatch", epochs: int) -> None:
-        """`epochs` shuffled passes over `pairs` in batches of train_batch_size, one update per batch."""
-        for _ in range(epochs):
-            order = list(range(len(pairs)))
-            self.run.rng.shuffle(order)
-            for batch in pairs.select(order).minibatches(self.train_batch_size):
-                if self.updates % self.eval_every_updates == 0:
+    def train_pairs(self, pairs: "PreferenceBatch", epochs: int, iteration: int, start: Optional[dict[str, Any]] = None) -> None:
+        """`epochs` shuffled passes over `pairs` in batches of train_batch_size, one update per batch; `start` (a
+        resumed checkpoint's position) continues its epoch with its order at its batch."""
+        first_epoch = start["epoch"] if start is not None else 0
+        for epoch in range(first_epoch, epochs):
+            resumed = start is not None and epoch == first_epoch
+            if resumed:
+                order, first_batch = [int(i) for i in start["order"]], int(start["batch"])  # type: ignore[index]
+            else:
+                order, first_batch = list(range(len(pairs))), 0
+                self.run.rng.shuffle(order)
+            for index, batch in enumerate(pairs.select(order).minibatches(self.train_batch_size)):
+                if index < first_batch:
+                    continue
+                at_eval_point = self.updates % self.eval_every_updates == 0
+                if at_eval_point:
                     self.gate.periodic(self.env_step)
+                if not (resumed and index == first_batch):  # a resumed run starts where its checkpoint was written
+                    position = {"iteration": iteration, "epoch": epoch, "order": order, "batch": index}
+                    self._checkpoint(position, pairs, at_eval_point)
                 started = time.perf_counter()
                 step = joint_dpo_update(self.actors, batch, self.beta, self.logprob)
                 self.update_seconds = time.perf_counter() - started
@@ -139,6 +165,48 @@ class MADPOTrainer:
                 self.run.counts.trained_pairs += len(batch)
                 self.gate.updated()
                 self._log_update(step, batch)
+
+    # -- checkpoints ------------------------------------------------------------------------------------------
+
+    def _checkpoint(self, position: dict[str, Any], pairs: "PreferenceBatch", at_eval_point: bool) -> None:
+        from travel.algorithms.preference_checkpoint import save_preference_state
+        from travel.checkpoint.store import checkpoint_point
+
+        def save() -> Path:
+            state = {
+                "trainer": self.algorithm.name,
+                "position": position,
+                "env_step": self.env_step,
+                "updates": self.updates,
+                "gate": self.gate.state(),
+            }
+            return self.checkpoints.save(
+                self.env_step, self.actors, state, self.tracker, extra=lambda d: save_preference_state(self.run, d, pairs)
+            )
+
+        checkpoint_point(self.checkpoints, self.stop, self.env_step, at_eval_point, save)
+
+    def _restore(self, state: dict[str, Any], path: Path) -> None:
+        from travel.algorithms.preference_checkpoint import restore_preference_state
+
+        if state.get("trainer") != self.algorithm.name:
+            raise ValueError(f"a {state.get('trainer')!r} checkpoint cannot resume algorithm={self.algorithm.name}")
+        self.env_step, self.updates = int(state["env_step"]), int(state["updates"])
+        self.gate.restore(state["gate"])
+        pairs = restore_preference_state(self.run, path)
+        if pairs is None:
+            from travel.checkpoint.store import CheckpointError
+
+            raise CheckpointError(f"resume={path}: the checkpoint keeps no training pairs, so no DPO pass can continue")
+        self._resumed = (state["position"], pairs)
+
+    def _resume_pass(self) -> int:
+        """A resumed run finishes the pass its checkpoint was written in; returns that iteration (0: none)."""
+        if self._resumed is None:
+            return 0
+        position, pairs = self._resumed
+        self.train_pairs(pairs, self.num_train_epochs, int(position["iteration"]), position)
+        return int(position["iteration"])
 
     def _log_update(self, step: DPOStep, batch: "PreferenceBatch") -> None:
         if self.tracker is None:
@@ -158,17 +226,20 @@ class MADPOTrainer:
     # -- the run ----------------------------------------------------------------------------------------------
 
     def train(self) -> TrainResult:
-        self.run.start()
-        self.gate.periodic(self.env_step)  # the baseline, before any preference is collected
+        if self._resumed is None:
+            self.run.start()
+            self.gate.periodic(self.env_step)  # the baseline, before any preference is collected
         self._train_iterations()
         require_pairs(self.run.counts.preference_pairs, self.run.counts.collected_candidates, self.run.name)
         self.gate.terminal(self.env_step, self.run.run_dir)
         return self._finish()
 
     def _train_iterations(self) -> None:
+        if self._resume_pass():
+            return
         collection = self.run.collect(1)
         require_pairs(len(collection.batch), collection.collected_candidates, self.run.name)
-        self.train_pairs(collection.batch, self.num_train_epochs)
+        self.train_pairs(collection.batch, self.num_train_epochs, 1)
 
     def _finish(self) -> TrainResult:
         result = TrainResult(
@@ -188,12 +259,15 @@ class MADPOIterTrainer(MADPOTrainer):
     config_class = MADPOIterConfig
 
     def _train_iterations(self) -> None:
-        for iteration in range(1, self.run.num_iterations + 1):
+        resumed = self._resume_pass()
+        if resumed:
+            self.run.end_iteration(resumed)
+        for iteration in range(resumed + 1, self.run.num_iterations + 1):
             collection = self.run.collect(iteration, self.env_step)
             sample = self.run.training_sample(iteration, len(collection.batch))
             self.run.log_iteration(iteration, self.env_step, collection, sample)
             if len(sample):
-                self.train_pairs(sample, self.num_train_epochs)
+                self.train_pairs(sample, self.num_train_epochs, iteration)
             self.run.end_iteration(iteration)
 
 
@@ -202,5 +276,5 @@ def build_madpo(config: MADPOConfig, parts: TrainingParts) -> MADPOTrainer:
     return trainer(**preference_trainer_parts(config, parts))
 
 
-register(AlgorithmSpec("madpo", MADPOConfig, budget=madpo_budget, build_trainer=build_madpo))
-register(AlgorithmSpec("madpo_iter", MADPOIterConfig, budget=madpo_budget, build_trainer=build_madpo))
+register(AlgorithmSpec("madpo", MADPOConfig, budget=madpo_budget, build_trainer=build_madpo, checkpoints=True))
+register(AlgorithmSpec("madpo_iter", MADPOIterConfig, budget=madpo_budget, build_trainer=build_madpo, checkpoints=True))

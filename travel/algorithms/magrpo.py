@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from tqdm.auto import tqdm
 
@@ -142,12 +142,14 @@ class MAGRPOTrainer:
         checkpoints: Any = None,
         resume: Any = None,
         stop: Any = None,
+        checkpoint_extra: Optional[Callable[[Path], None]] = None,
         **unused: Any,
     ):
         """`checkpoints` (travel.checkpoint.store.CheckpointStore) writes checkpoints at each anchor evaluation
         (or every checkpoint.every_env_steps, at buffer boundaries); `resume` (a Checkpoint already restored
         into the actors) sets where the loop continues; `stop` (travel.checkpoint.signals.StopRequest) asks for a
-        checkpoint and an exit at the next buffer boundary (SIGTERM)."""
+        checkpoint and an exit at the next buffer boundary (SIGTERM); `checkpoint_extra(directory)` writes what a
+        driver of this loop (MARLHF) keeps in each checkpoint beyond the loop's own state."""
         if advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"algorithm.advantage_mode={advantage_mode!r}: choose one of {', '.join(ADVANTAGE_MODES)}")
         if logging_steps < 1:
@@ -169,15 +171,15 @@ class MAGRPOTrainer:
         self.optimizer_updates = [0] * self.num_agents
         self._buffer: list[tuple["JointRollout", list[float]]] = []
         self._last_turn_log: Optional[int] = None
-        self.checkpoints, self.stop = checkpoints, stop
-        self._start = (0, 0, False)  # (epoch, first row of its next buffer, whether its evaluation is done)
+        self.checkpoints, self.stop, self.checkpoint_extra = checkpoints, stop, checkpoint_extra
+        self.start_position = (0, 0, False)  # (epoch, first row of its next buffer, whether its evaluation is done)
         if resume is not None:
             self.restore_state(resume.trainer)
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
     def train(self) -> TrainResult:
-        first_epoch, first_row, evaluated = self._start
+        first_epoch, first_row, evaluated = self.start_position
         with self.progress_bar():
             for epoch_index in range(first_epoch, len(self.epochs)):
                 resumed = epoch_index == first_epoch
@@ -203,24 +205,22 @@ class MAGRPOTrainer:
     def restore_state(self, state: dict[str, Any]) -> None:
         if state.get("trainer") != "magrpo":
             raise ValueError(f"a {state.get('trainer')!r} checkpoint cannot resume a MAGRPO loop")
-        self._start = (int(state["epoch"]), int(state["row_start"]), bool(state["evaluated"]))
+        self.start_position = (int(state["epoch"]), int(state["row_start"]), bool(state["evaluated"]))
         self.sampler.env_step = int(state["env_step"])
         self.optimizer_updates = [int(n) for n in state["optimizer_updates"]]
         self._last_turn_log = state["last_turn_log"]
         self.evaluator.restore_history(state["evaluations"])
 
     def _checkpoint(self, epoch_index: int, row_start: int, at_eval_point: bool) -> None:
-        # at an evaluation point the epoch's evaluation is done; at a buffer boundary it is not yet due
-        """A checkpoint when one is due here; on a stop request, a checkpoint and then RunInterrupted."""
-        stopping = self.stop is not None and self.stop.requested
-        if self.checkpoints is None or not (stopping or self.checkpoints.due(self.sampler.env_step, at_eval_point)):
-            return
-        state = self.checkpoint_state(epoch_index, row_start, evaluated=at_eval_point or row_start > 0)
-        path = self.checkpoints.save(self.sampler.env_step, self.actors, state, self.tracker)
-        if stopping:
-            from travel.checkpoint.signals import RunInterrupted
+        """A checkpoint when one is due here (travel.checkpoint.store.checkpoint_point); at an evaluation point
+        the epoch's evaluation is done, at a buffer boundary mid-epoch too."""
+        from travel.checkpoint.store import checkpoint_point
 
-            raise RunInterrupted(f"{self.stop.reason} at env step {self.sampler.env_step}: wrote {path}; resume=auto continues")
+        def save() -> Path:
+            state = self.checkpoint_state(epoch_index, row_start, evaluated=at_eval_point or row_start > 0)
+            return self.checkpoints.save(self.sampler.env_step, self.actors, state, self.tracker, extra=self.checkpoint_extra)
+
+        checkpoint_point(self.checkpoints, self.stop, self.sampler.env_step, at_eval_point, save)
 
     @contextmanager
     def progress_bar(self) -> Iterator[None]:
@@ -255,8 +255,8 @@ class MAGRPOTrainer:
             self._bar.set_postfix(epoch=f"{epoch_index + 1}/{len(self.epochs)}", phase=phase, refresh=False)
             self._process_buffer(phase)
             following = (epoch_index, start + size) if start + size < len(rows) else (epoch_index + 1, 0)
-            if following[0] < len(self.epochs):
-                self._checkpoint(*following, at_eval_point=False)
+            if following[0] < len(self.epochs) or (self.stop is not None and self.stop.requested):
+                self._checkpoint(*following, at_eval_point=False)  # after the last buffer: on a stop request only
 
     def finish(self) -> TrainResult:
         """The terminal evaluation, and the check that the run's counts are the schedule's."""

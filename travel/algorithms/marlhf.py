@@ -14,14 +14,20 @@ through the MAGRPO trainer's `train_epoch`.
 Only the training rollouts are scored by the reward model (through their own rollout sampler); the evaluator
 keeps the run's task-reward sampler, so every eval/* point is the task reward and its metrics. env_step counts
 online joint actions; collection does not advance it.
+
+Checkpoints are the online loop's (travel/algorithms/magrpo.py), with the preference run's state
+(travel/algorithms/preference_checkpoint.py) and the fitted reward model added. A resumed run skips the
+collection and fit its checkpoint already holds; MARLHF-iter resumed at an iteration's first epoch before its
+evaluation refreshes that iteration first.
 """
 
 from __future__ import annotations
 
 import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import torch
 
@@ -54,6 +60,8 @@ from travel.algorithms.reward_model import (
 )
 from travel.algorithms.registry import AlgorithmSpec, TrainingParts, register
 from travel.algorithms.results import TrainResult
+
+REWARD_MODEL_FILE = "reward_model.pt"
 
 if TYPE_CHECKING:
     from travel.algorithms.comparators import ComparatorSpec
@@ -114,8 +122,12 @@ class MARLHFTrainer:
         score: Optional[Callable[..., Any]] = None,
         comparator_loaders: Optional[tuple[Callable[..., Any], Callable[..., Any]]] = None,
         progress: bool = True,
+        checkpoints: Any = None,
+        resume: Any = None,
+        stop: Any = None,
         **unused: Any,
     ):
+        """`checkpoints`, `resume` and `stop` as in MAGRPOTrainer (travel/algorithms/magrpo.py)."""
         from travel.algorithms.budgets import online_schedule
         from travel.algorithms.rollout import JointRolloutSampler
 
@@ -155,6 +167,7 @@ class MARLHFTrainer:
         self.gradient_checkpointing = bool(gradient_checkpointing)
         self.load_reward_base = reward_base_loader or self._base_loader(config.reward_model_name, model_factory)
         self.reward_model: Optional[JointRewardModel] = None
+        self.checkpoints, self.resume, self.stop = checkpoints, resume, stop
         # training rollouts only: the evaluator keeps the task-reward sampler it was built with
         self.learned_sampler = JointRolloutSampler(
             actors,
@@ -198,21 +211,9 @@ class MARLHFTrainer:
 
     def fit(self, pairs: "PreferenceBatch", iteration: int) -> None:
         """Discard any previous reward model, build a fresh one from the base weights and fit it on `pairs`."""
-        self.reward_model = None
-        gc.collect()
         comparisons = self.comparisons(pairs)
-        with self.actors.all_on_cpu():
-            model = build_reward_model(
-                self.load_reward_base,
-                device=self.reward_device,
-                max_length=self.reward_max_length,
-                freeze_backbone=self.freeze_backbone,
-                gradient_checkpointing=self.gradient_checkpointing,
-                seed=self.run.seed,
-            )
+        with self.fresh_reward_model() as model:
             result = fit_reward_model(model, comparisons, self.fit_settings)
-        release_memory(torch.device(self.reward_device))
-        self.reward_model = model
         self.run.counts.trained_pairs += result.pairs * self.fit_settings.num_epochs
         self.run.counts.reward_model_updates += result.updates
         if self.tracker is not None:
@@ -225,6 +226,46 @@ class MARLHFTrainer:
                 },
                 env_step=self.learned_sampler.env_step,
             )
+
+    @contextmanager
+    def fresh_reward_model(self) -> Iterator[JointRewardModel]:
+        """Discard any previous reward model and build a fresh one from the base weights (the actors parked on
+        the CPU meanwhile); it becomes the run's reward model once the body returns."""
+        self.reward_model = None
+        gc.collect()
+        with self.actors.all_on_cpu():
+            model = build_reward_model(
+                self.load_reward_base,
+                device=self.reward_device,
+                max_length=self.reward_max_length,
+                freeze_backbone=self.freeze_backbone,
+                gradient_checkpointing=self.gradient_checkpointing,
+                seed=self.run.seed,
+            )
+            yield model
+        release_memory(torch.device(self.reward_device))
+        self.reward_model = model
+
+    # -- checkpoints ------------------------------------------------------------------------------------------
+
+    def save_checkpoint_extra(self, directory: Path) -> None:
+        """The online loop's checkpoints also keep the preference run's state and the fitted reward model."""
+        from travel.algorithms.preference_checkpoint import save_preference_state
+
+        save_preference_state(self.run, directory)
+        if self.reward_model is not None:
+            torch.save(self.reward_model.state_dict(), directory / REWARD_MODEL_FILE)
+
+    def restore_checkpoint(self, *, reward_model: bool) -> None:
+        """The preference run's state and, when `reward_model`, the reward model of the checkpoint resumed."""
+        from travel.algorithms.preference_checkpoint import restore_preference_state
+
+        path = Path(self.resume.path)
+        restore_preference_state(self.run, path)
+        if reward_model:
+            with self.fresh_reward_model() as model:
+                model.load_state_dict(torch.load(path / REWARD_MODEL_FILE, map_location=self.reward_device, weights_only=True))
+                model.requires_grad_(False)
 
     # -- the run ----------------------------------------------------------------------------------------------
 
@@ -243,10 +284,15 @@ class MARLHFTrainer:
             logging_steps=self.algorithm.logging_steps,
             progress=self.progress,
             upload_turn_metrics=False,  # preference runs upload eval/* and iter/* only
+            checkpoints=self.checkpoints,
+            resume=self.resume,
+            stop=self.stop,
+            checkpoint_extra=self.save_checkpoint_extra,
         )
 
     def train(self) -> TrainResult:
-        self.run.start()
+        if self.resume is None:
+            self.run.start()
         try:
             online = self._train_online()
         finally:
@@ -262,9 +308,12 @@ class MARLHFTrainer:
         return result
 
     def _train_online(self) -> Any:
-        collection = self.run.collect(1)
-        require_pairs(len(collection.batch), collection.collected_candidates, self.run.name)
-        self.fit(collection.batch, 1)
+        if self.resume is not None:
+            self.restore_checkpoint(reward_model=True)
+        else:
+            collection = self.run.collect(1)
+            require_pairs(len(collection.batch), collection.collected_candidates, self.run.name)
+            self.fit(collection.batch, 1)
         return self._magrpo().train()
 
 
@@ -287,11 +336,18 @@ class MARLHFIterTrainer(MARLHFTrainer):
     def _train_online(self) -> Any:
         magrpo = self._magrpo()
         k = self.epochs_per_iteration
+        first_epoch, first_row, evaluated = magrpo.start_position
+        # a checkpoint at an iteration's first epoch, before its evaluation, was written before its refresh
+        refreshed = self.resume is not None and not (first_epoch % k == 0 and first_row == 0 and not evaluated)
+        if self.resume is not None:
+            self.restore_checkpoint(reward_model=refreshed)
         with magrpo.progress_bar():
-            for iteration in range(1, self.run.num_iterations + 1):
-                self.refresh(iteration)
-                for epoch_index in range((iteration - 1) * k, iteration * k):
-                    magrpo.train_epoch(epoch_index)
+            for iteration in range(first_epoch // k + 1, self.run.num_iterations + 1):
+                if not (refreshed and iteration == first_epoch // k + 1):
+                    self.refresh(iteration)
+                for epoch_index in range(max((iteration - 1) * k, first_epoch), iteration * k):
+                    resumed = epoch_index == first_epoch
+                    magrpo.train_epoch(epoch_index, first_row if resumed else 0, evaluated=resumed and evaluated)
         return magrpo.finish()
 
 
@@ -305,5 +361,5 @@ def build_marlhf(config: MARLHFConfig, parts: TrainingParts) -> MARLHFTrainer:
     )
 
 
-register(AlgorithmSpec("marlhf", MARLHFConfig, budget=marlhf_budget, build_trainer=build_marlhf))
-register(AlgorithmSpec("marlhf_iter", MARLHFIterConfig, budget=marlhf_budget, build_trainer=build_marlhf))
+register(AlgorithmSpec("marlhf", MARLHFConfig, budget=marlhf_budget, build_trainer=build_marlhf, checkpoints=True))
+register(AlgorithmSpec("marlhf_iter", MARLHFIterConfig, budget=marlhf_budget, build_trainer=build_marlhf, checkpoints=True))

@@ -120,6 +120,14 @@ class EvalGate:
     def terminal(self, env_step: int, run_dir: Optional[Path]) -> None:
         self.evaluator.terminal(env_step, run_dir)
 
+    def state(self) -> dict[str, Any]:
+        """The gate and the evaluations so far (what a checkpoint keeps)."""
+        return {"last": self._last, "dirty": self._dirty, "evaluations": self.evaluator.history_state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._last, self._dirty = state["last"], bool(state["dirty"])
+        self.evaluator.restore_history(state["evaluations"])
+
 
 def declared_reward_range(reward_config: Any) -> tuple[float, float]:
     """The task reward's declared [min, max] (the distributions' x range), whatever form the config takes."""
@@ -147,6 +155,9 @@ def preference_trainer_parts(config: "AlgorithmConfig", parts: Any) -> dict[str,
         run_dir=parts.run_dir,
         comparator_spec=parts.comparator_spec,
         score=parts.score,
+        checkpoints=parts.checkpoints,
+        resume=parts.resume,
+        stop=parts.stop,
     )
 
 

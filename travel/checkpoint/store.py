@@ -8,6 +8,8 @@ leaves the previous checkpoints and no partial one under that name), the newest 
 - `rng.pt`: Python's, NumPy's and torch's CPU and CUDA generator states, and each policy's sampling generator;
 - `trainer.json`: the trainer's position (travel/algorithms' `checkpoint_state`), the evaluations so far, the
   byte length of metrics.jsonl at this point and the W&B run id;
+- what the trainer adds (`extra`): a preference run's replay shards, comparator state and reward model
+  (travel/algorithms/preference_checkpoint.py);
 - `checkpoint.json`, written last inside the directory: env_step, algorithm, layout.
 
 Resume rebuilds the run from its config, loads all of it, cuts metrics.jsonl back to the recorded length
@@ -22,7 +24,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -67,6 +69,15 @@ class Checkpoint:
     path: Path
     env_step: int
     trainer: dict[str, Any]  # trainer.json
+    meta: dict[str, Any]  # checkpoint.json: env_step, algorithm, layout
+
+    def check_matches(self, meta: dict[str, Any]) -> None:
+        """The run resuming this checkpoint has its algorithm and layout."""
+        for key, value in meta.items():
+            if key in self.meta and self.meta[key] != value:
+                raise CheckpointError(
+                    f"resume={self.path}: a checkpoint of {key} {self.meta[key]!r}, but this run's is {value!r}"
+                )
 
     def restore(self, layout: Any) -> None:
         """Weights, optimizer states and every RNG into a freshly built layout of the same run."""
@@ -94,7 +105,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if checkpoint_env_step(path) is None:
         raise CheckpointError(f"resume={path}: not a complete checkpoint (checkpoints/env_step_<N> with {CHECKPOINT_META})")
     meta = json.loads((path / CHECKPOINT_META).read_text())
-    return Checkpoint(path, int(meta["env_step"]), json.loads((path / "trainer.json").read_text()))
+    return Checkpoint(path, int(meta["env_step"]), json.loads((path / "trainer.json").read_text()), meta)
 
 
 def resolve_resume(resume: Optional[str], run_dir: str | Path) -> Optional[Checkpoint]:
@@ -111,7 +122,17 @@ def resolve_resume(resume: Optional[str], run_dir: str | Path) -> Optional[Check
 class CheckpointStore:
     """Writes the run's checkpoints (see the module docstring) and prunes all but the newest `keep`."""
 
-    def __init__(self, run_dir: str | Path, *, keep: int = 2, every_env_steps: Optional[int] = None, meta: Optional[dict] = None):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        keep: int = 2,
+        every_env_steps: Optional[int] = None,
+        meta: Optional[dict] = None,
+        last_env_step: Optional[int] = None,
+    ):
+        """`last_env_step`: the env step of the checkpoint a resumed run continues from, where the
+        every_env_steps cadence counts on from."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise CheckpointError(f"checkpoint.keep={keep!r}: expected an integer >= 1")
         if every_env_steps is not None and (isinstance(every_env_steps, bool) or not isinstance(every_env_steps, int) or every_env_steps < 1):
@@ -120,7 +141,7 @@ class CheckpointStore:
         self.keep = keep
         self.every_env_steps = every_env_steps
         self.meta = dict(meta or {})
-        self._last: Optional[int] = None
+        self._last = last_env_step
 
     def due(self, env_step: int, at_eval_point: bool) -> bool:
         """At each evaluation point by default; every `every_env_steps` env steps when that is set."""
@@ -128,7 +149,15 @@ class CheckpointStore:
             return at_eval_point
         return self._last is None or env_step - self._last >= self.every_env_steps
 
-    def save(self, env_step: int, layout: Any, trainer: dict[str, Any], tracker: Any = None) -> Path:
+    def save(
+        self,
+        env_step: int,
+        layout: Any,
+        trainer: dict[str, Any],
+        tracker: Any = None,
+        extra: Optional[Callable[[Path], None]] = None,
+    ) -> Path:
+        """`extra(directory)` writes what the trainer keeps beyond weights, optimizers, RNGs and `trainer`."""
         self._remove_leftovers()
         path = self.run_dir / CHECKPOINT_DIR / f"env_step_{env_step}"
         record = {
@@ -142,6 +171,8 @@ class CheckpointStore:
             torch.save([actor.optimizer.state_dict() for actor in layout.actors], partial / "optimizers.pt")
             torch.save(rng_state(layout), partial / "rng.pt")
             write_json_atomic(partial / "trainer.json", record)
+            if extra is not None:
+                extra(partial)
             write_json_atomic(partial / CHECKPOINT_META, {**self.meta, "env_step": env_step})
         self._last = env_step
         for old in complete_checkpoints(self.run_dir)[: -self.keep]:
@@ -157,3 +188,17 @@ class CheckpointStore:
         root = self.run_dir / CHECKPOINT_DIR
         for leftover in root.glob(".env_step_*") if root.is_dir() else ():
             remove_directory(leftover)
+
+
+def checkpoint_point(store: Optional[CheckpointStore], stop: Any, env_step: int, at_eval_point: bool, save: Callable[[], Path]) -> None:
+    """A point where a trainer may checkpoint: `save()` writes one when it is due here (store.due) or a stop was
+    requested (travel.checkpoint.signals.StopRequest); after a stop request's checkpoint the run ends with
+    RunInterrupted."""
+    stopping = stop is not None and stop.requested
+    if store is None or not (stopping or store.due(env_step, at_eval_point)):
+        return
+    path = save()
+    if stopping:
+        from travel.checkpoint.signals import RunInterrupted
+
+        raise RunInterrupted(f"{stop.reason} at env step {env_step}: wrote {path}; resume=auto continues", stop.signum)

@@ -1,0 +1,74 @@
+"""Preference runs survive too: each preference algorithm's reduced smoke run (tests/preference_runs.py), and
+MADPO-iter's two iterations against a history1 comparator, stopped by SIGTERM and resumed with resume=auto,
+write the records and the final weights of the same run uninterrupted, bit for bit.
+
+The signal goes out once the run has logged its first collection (the history1 run: its second iteration's), so
+the run stops at the next checkpoint point with training still ahead: MADPO's first DPO batch, MARLHF's first
+online evaluation after its reward-model fit, and the history1 run's second iteration, whose comparator is the
+policy checkpoint the resumed run restores.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.checkpoint.test_resume import records, weights
+from tests.preference_runs import ALGORITHMS, ENV, HISTORY_RUN, command, launch, smoke_overrides
+from travel.checkpoint.store import complete_checkpoints
+
+CASES = {**{algorithm: smoke_overrides(algorithm) for algorithm in ALGORITHMS}, "madpo_iter_history1": HISTORY_RUN}
+SIGNAL_AFTER = {"madpo_iter_history1": '"iter/current_iteration": 2'}  # else the first collection's record
+
+
+def stop_and_resume(run_dir):
+    """The run stopped by SIGTERM (see the module docstring): (checkpoints left, status, the resumed run)."""
+    overrides = CASES[run_dir.name]
+    child = subprocess.Popen(
+        command(run_dir, *overrides), cwd=run_dir.parent, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    marker, metrics = SIGNAL_AFTER.get(run_dir.name, '"time/collection_s"'), run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    while not (metrics.is_file() and marker in metrics.read_text()):
+        assert child.poll() is None and time.monotonic() < deadline, f"{run_dir.name} ended before {marker} was logged"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)
+    child.communicate(timeout=600)
+    assert child.returncode != 0, f"{run_dir.name} finished before the signal reached a checkpoint point"
+    stopped = [path.name for path in complete_checkpoints(run_dir)]
+    return stopped, (run_dir / "status").read_text(), launch(run_dir, *overrides, "resume=auto")
+
+
+@pytest.fixture(scope="module")
+def resumed(preference_smoke_runs, tmp_path_factory):
+    """{case: (reference run dir, resumed run dir, checkpoints left by the stop, its status, the resumed run)}."""
+    base = tmp_path_factory.mktemp("preference_resume")
+    history_reference = base / "reference" / "madpo_iter_history1"
+    history_reference.parent.mkdir()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reference_run = pool.submit(launch, history_reference, *HISTORY_RUN)
+        outcomes = dict(zip(CASES, pool.map(stop_and_resume, [base / case for case in CASES])))
+        assert reference_run.result().returncode == 0, reference_run.result().stderr[-5000:]
+    references = {algorithm: run_dir for algorithm, (run_dir, _) in preference_smoke_runs.items()}
+    references["madpo_iter_history1"] = history_reference
+    return {case: (references[case], base / case, *outcomes[case]) for case in CASES}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_stopped_preference_run_resumes_to_the_uninterrupted_records_and_weights(resumed, case):
+    reference, run_dir, stopped, status, result = resumed[case]
+    assert status.startswith("failed\nRunInterrupted: SIGTERM at env step "), status
+    assert stopped and f"wrote {run_dir / 'checkpoints' / stopped[-1]};" in status, (stopped, status)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    assert f"resuming from {run_dir / 'checkpoints' / stopped[-1]}" in result.stdout
+    assert records(run_dir) == records(reference)  # no record lost or written twice
+    for policy in ("agent_0", "agent_1"):
+        ours, theirs = weights(run_dir, policy), weights(reference, policy)
+        assert ours.keys() == theirs.keys(), policy
+        changed = [k for k in ours if not (ours[k] == theirs[k]).all()]
+        assert not changed, (policy, changed[:5])
+    assert (run_dir / "status").read_text() == "completed\n"

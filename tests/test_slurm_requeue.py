@@ -1,0 +1,36 @@
+"""A Slurm job that reaches its time limit requeues itself and resumes: the smoke experiment as a one-job sweep
+through the local Slurm cluster with a one-minute limit gets SIGUSR2 `signal_delay_s` before the limit, writes a
+checkpoint, is requeued by submitit (max_num_timeout), resumes from that checkpoint (Slurm sets
+SLURM_RESTART_COUNT) and completes with the records and final weights of the unlimited run (`smoke_run`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.checkpoint.test_resume import QUIET, records, weights
+from tests.conftest import REPO_ROOT
+from tests.slurm_fixtures import slurm_cluster  # noqa: F401  (fixture)
+
+
+def test_a_job_past_its_time_limit_is_requeued_resumes_and_matches_the_unlimited_run(smoke_run, slurm_cluster, tmp_path):
+    reference, _ = smoke_run
+    sweep = tmp_path / "sweep"
+    result = subprocess.run(
+        [
+            sys.executable, str(REPO_ROOT / "launch.py"), "--multirun", "experiment=smoke", "logger=wandb",
+            "logger.mode=offline", "hydra/launcher=submitit_slurm", f"hydra.sweep.dir={sweep}",
+            "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=20", "hydra.launcher.max_num_timeout=8",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, env=QUIET,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    run_dir = sweep / "0"
+    log = (run_dir / "launch.log").read_text()
+    assert "RunInterrupted: SIGUSR2 at env step" in log or "no checkpoint point within" in log, log[-3000:]
+    assert "resuming from" in log, log[-3000:]
+    assert (run_dir / "status").read_text() == "completed\n"
+    assert records(run_dir) == records(reference)
+    for policy in ("agent_0", "agent_1"):
+        ours, theirs = weights(run_dir, policy), weights(reference, policy)
+        assert ours.keys() == theirs.keys() and all((ours[k] == theirs[k]).all() for k in ours), policy
