@@ -15,6 +15,8 @@ from tests.logging.wandb_files import history_rows, offline_run_file, run_identi
 from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
 from travel.run import Run
 
+pytestmark = pytest.mark.xdist_group("smoke_run")  # its session-wide run happens once
+
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch.py"
 UPLOADED_KEYS = {"env_step", *EVAL_METRIC_NAMES, "turn_1/reward_mean", "turn_1/expected_return"}

@@ -26,6 +26,8 @@ from travel.checkpoint.run_dir import RunDirectoryInUse
 from travel.checkpoint.store import CheckpointStore, complete_checkpoints, load_checkpoint
 from travel.run import Run
 
+pytestmark = pytest.mark.xdist_group("smoke_run")  # its session-wide run happens once
+
 LAUNCH = [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "logger=wandb", "logger.mode=offline"]
 QUIET = {**os.environ, "WANDB_SILENT": "true"}
 
