@@ -56,28 +56,56 @@ def real_train_rows(shared_data_dir):
     return load_rows(str(shared_data_dir / "train.jsonl"))
 
 
+def once_per_run(tmp_path_factory, name: str, build):
+    """A session-wide result computed once even across pytest-xdist workers: the first worker to ask builds it
+    (`build(directory) -> JSON-able`) under a file lock in the directory all workers share, the others wait and
+    read it back."""
+    import json
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    with FileLock(f"{shared}.lock"):
+        result_file = shared / "result.json"
+        if result_file.is_file():
+            return json.loads(result_file.read_text())
+        shared.mkdir(exist_ok=True)
+        result = build(shared)
+        result_file.write_text(json.dumps(result))
+        return result
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """`python launch.py experiment=smoke logger=wandb logger.mode=offline`, run once per session: the main job's
-    end-to-end test reads it, and the resume and mode=eval tests compare against it. Returns (run_dir, result)."""
+    """`python launch.py experiment=smoke logger=wandb logger.mode=offline`, run once per test run: the main job's
+    end-to-end test reads it, and the resume, requeue and mode=eval tests compare against it. Returns (run_dir,
+    result)."""
     import subprocess
     import sys
 
-    cwd = tmp_path_factory.mktemp("smoke")
-    env = {**os.environ, "WANDB_SILENT": "true"}
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "logger=wandb", "logger.mode=offline"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    (run_dir,) = (cwd / "outputs" / "magrpo").iterdir()
-    return run_dir, result
+    def build(cwd: Path) -> dict:
+        env = {**os.environ, "WANDB_SILENT": "true"}
+        result = subprocess.run(
+            [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "logger=wandb", "logger.mode=offline"],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+        (run_dir,) = (cwd / "outputs" / "magrpo").iterdir()
+        return {"run_dir": str(run_dir), "args": result.args, "stdout": result.stdout, "stderr": result.stderr}
+
+    done = once_per_run(tmp_path_factory, "smoke", build)
+    return Path(done["run_dir"]), subprocess.CompletedProcess(done["args"], 0, done["stdout"], done["stderr"])
 
 
 @pytest.fixture(scope="session")
 def preference_smoke_runs(tmp_path_factory):
-    """The reduced smoke run of each preference algorithm (tests/preference_runs.py), run once per session:
+    """The reduced smoke run of each preference algorithm (tests/preference_runs.py), run once per test run:
     {algorithm: (run_dir, stdout)}."""
     from tests.preference_runs import run_all
 
-    return run_all(tmp_path_factory.mktemp("preference_smoke"))
+    def build(base: Path) -> dict:
+        return {algorithm: [str(run_dir), stdout] for algorithm, (run_dir, stdout) in run_all(base).items()}
+
+    done = once_per_run(tmp_path_factory, "preference_smoke", build)
+    return {algorithm: (Path(run_dir), stdout) for algorithm, (run_dir, stdout) in done.items()}

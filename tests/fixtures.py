@@ -27,7 +27,7 @@ Its valid plan costs 20 + 30 + 25 flights + 4 x 100 Hotel + 2 x 45 meals = 565.
 
 `duplicate_name_raw`: the 3-day fixture with cuisine constraint ["Indian"] (level medium) whose Beta
 restaurants are Burger King 98 Pizza, Burger King 13 Indian, Cafe 20 Indian, Diner 15 American
-(REFERENCE.md 6.3: the first Burger King row owns the value, so the experience floor is 98+20+15).
+(docs/task.md "Budget contract": the first Burger King row owns the value, so the experience floor is 98+20+15).
 """
 
 from __future__ import annotations

@@ -75,8 +75,8 @@ def test_eval_count_above_the_pool_fails_naming_the_option(tmp_path):
 def check_sweep(tmp_path: Path) -> None:
     sweeps = list((tmp_path / "multirun_outputs").iterdir())
     assert len(sweeps) == 1
-    jobs = sorted(p for p in sweeps[0].iterdir() if p.is_dir() and p.name.isdigit())
-    assert [p.name for p in jobs] == ["0", "1"]
+    jobs = sorted(p for p in sweeps[0].iterdir() if (p / "config.yaml").is_file())
+    assert [p.name for p in jobs] == ["0_magrpo_seed1", "1_magrpo_seed2"]  # the seed and algorithm in the name
     seeds = []
     for job in jobs:
         report = json.loads((job / "dry_run.json").read_text())

@@ -19,8 +19,6 @@ from omegaconf import OmegaConf
 
 from tests.preference_runs import ALGORITHMS, REDUCED, launch
 
-pytestmark = pytest.mark.xdist_group("preference_smoke_runs")  # its session-wide run happens once
-
 
 @pytest.fixture(scope="module")
 def runs(preference_smoke_runs):

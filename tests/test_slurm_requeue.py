@@ -9,13 +9,9 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests.checkpoint.test_resume import QUIET, records, weights
 from tests.conftest import REPO_ROOT
 from tests.slurm_fixtures import slurm_cluster  # noqa: F401  (fixture)
-
-pytestmark = pytest.mark.xdist_group("smoke_run")  # its session-wide run happens once
 
 
 def release_requeued_jobs() -> None:
@@ -47,7 +43,7 @@ def test_a_job_past_its_time_limit_is_requeued_resumes_and_matches_the_unlimited
     stdout, stderr = child.communicate()
     result = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    run_dir = sweep / "0"
+    run_dir = sweep / "0_magrpo_seed42"
     log = (run_dir / "launch.log").read_text()
     assert "RunInterrupted: SIGUSR2 at env step" in log or "no checkpoint point within" in log, log[-3000:]
     assert "resuming from" in log, log[-3000:]

@@ -15,8 +15,6 @@ from tests.logging.wandb_files import history_rows, offline_run_file, run_identi
 from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
 from travel.run import Run
 
-pytestmark = pytest.mark.xdist_group("smoke_run")  # its session-wide run happens once
-
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch.py"
 UPLOADED_KEYS = {"env_step", *EVAL_METRIC_NAMES, "turn_1/reward_mean", "turn_1/expected_return"}
@@ -47,7 +45,7 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(smoke_run):
     rows = history_rows(offline_run_file(run_dir))
     uploaded = {key for row in rows for key in row if not key.startswith("_")}
     assert uploaded == UPLOADED_KEYS
-    # the MAGRPO name pattern (docs/logging.md), with this run's model and 4 train rows
+    # the MAGRPO name pattern (README, "W&B run names"), with this run's model and 4 train rows
     name, group, tags = run_identity(offline_run_file(run_dir))
     assert (name, group) == ("Travel-magrpo-tiny-random-hard-budget-4train",) * 2
     assert {"travelplanner", "decentralized-actor", "magrpo"} <= set(tags)

@@ -1,4 +1,5 @@
-"""Budgets of all five algorithms (SEED.md "MAPL preference algorithms") and the dry run that reports them."""
+"""Budgets of all five algorithms (docs/algorithms.md "Budgets of the default configs") and the dry run that
+reports them."""
 
 import io
 import json

@@ -34,8 +34,8 @@ BETA = 0.1
 
 
 def reference_logprob(model, prompt_ids, ids, mask, device):
-    """REFERENCE.md 7.5 written out: one prediction per continuation token (the final one included), full-vocabulary
-    log-softmax at temperature 1, mean over the value tokens (mask 1)."""
+    """docs/algorithms.md "Value-token loss" written out: one prediction per continuation token (the final one
+    included), full-vocabulary log-softmax at temperature 1, mean over the value tokens (mask 1)."""
     full = torch.tensor([list(prompt_ids) + list(ids)], device=device)
     logits = model(input_ids=full).logits[0].float()
     start = len(prompt_ids) - 1

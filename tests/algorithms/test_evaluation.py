@@ -75,7 +75,7 @@ def test_periodic_evaluation_scores_the_anchor_greedily_and_logs_the_17_names(po
     tracker = RecordingTracker()
     evaluator, sampler, policies = make_evaluator(pool, tracker)
     point = evaluator.periodic(120)
-    # SEED.md: a valid plan scores 1.00, a strict all-dash joint action exactly 0.08
+    # docs/reward.md "Reference values": a valid plan scores 1.00, a strict all-dash joint action exactly 0.08
     assert point.metrics["eval/reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08) / 4)
     assert point.metrics["eval/reference_plan_success"] == pytest.approx(0.5)
     assert point.metrics["eval/team_action_success"] == pytest.approx(1.0)  # all-dash actions are strict

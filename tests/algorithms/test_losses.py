@@ -1,4 +1,4 @@
-"""Value-token log-probs with gradients and the advantage-weighted MAGRPO loss (REFERENCE.md 7.5)."""
+"""Value-token log-probs with gradients and the advantage-weighted MAGRPO loss (docs/algorithms.md "Value-token loss")."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ PROMPT = (1, 2, 3)  # P = 3: completion token i is predicted at position P - 1 +
 
 
 def expected_table_gradient(table, samples):
-    """REFERENCE.md 7.5 written out: per prompt, mean over candidates with a value token of
+    """docs/algorithms.md "Value-token loss" written out: per prompt, mean over candidates with a value token of
     -(mean log-softmax of the masked tokens) x advantage; averaged over prompts."""
     table = table.detach().clone().requires_grad_(True)
     total = 0.0

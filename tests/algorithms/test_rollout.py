@@ -66,8 +66,8 @@ def texts(row):
 
 def test_candidates_pair_by_index_and_share_one_reward(row):
     valid, dash = texts(row)
-    # joint 0: both valid (SEED.md: a strict, grounded, constraint-valid plan scores 1.00);
-    # joint 1: both all-dash (SEED.md: a strict all-dash joint action scores exactly 0.08);
+    # joint 0: both valid (docs/reward.md "Reference values": a strict, grounded, constraint-valid plan scores 1.00);
+    # joint 1: both all-dash (docs/reward.md "Reference values": a strict all-dash joint action scores exactly 0.08);
     # joint 2: valid logistics with dash experience - neither of the above.
     policies = [
         ScriptedPolicy(0, [[valid[0], dash[0], valid[0]]]),

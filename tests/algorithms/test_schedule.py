@@ -1,4 +1,4 @@
-"""MAGRPO's curriculum schedule and the budgets the dry run reports (SEED.md "Curriculum data")."""
+"""MAGRPO's curriculum schedule and the budgets the dry run reports (docs/curriculum.md "Short phase")."""
 
 import pytest
 

@@ -21,8 +21,6 @@ from tests.checkpoint.test_resume import records, weights
 from tests.preference_runs import ALGORITHMS, ENV, HISTORY_RUN, command, launch, smoke_overrides
 from travel.checkpoint.store import complete_checkpoints
 
-pytestmark = pytest.mark.xdist_group("preference_smoke_runs")  # its session-wide run happens once
-
 CASES = {**{algorithm: smoke_overrides(algorithm) for algorithm in ALGORITHMS}, "madpo_iter_history1": HISTORY_RUN}
 SIGNAL_AFTER = {"madpo_iter_history1": '"iter/current_iteration": 2'}  # else the first collection's record
 

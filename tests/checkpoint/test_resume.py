@@ -23,10 +23,8 @@ from tests.logging.wandb_files import read_records
 from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
 from travel.checkpoint.run_dir import RunDirectoryInUse
-from travel.checkpoint.store import CheckpointStore, complete_checkpoints, load_checkpoint
+from travel.checkpoint.store import CheckpointError, CheckpointStore, complete_checkpoints, load_checkpoint
 from travel.run import Run
-
-pytestmark = pytest.mark.xdist_group("smoke_run")  # its session-wide run happens once
 
 LAUNCH = [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "logger=wandb", "logger.mode=offline"]
 QUIET = {**os.environ, "WANDB_SILENT": "true"}
@@ -98,8 +96,14 @@ def test_running_twice_into_one_directory_without_resume_names_resume_auto(tmp_p
     with pytest.raises(RunDirectoryInUse, match="resume=auto"):
         Run(compose_config("mode=dry", "data=synthetic"), run_dir=str(tmp_path))()
     assert (tmp_path / "dry_run.json").read_bytes() == before  # nothing overwritten
-    with pytest.raises(ValueError, match="algorithm=madpo writes no checkpoints yet"):
-        Run(compose_config("experiment=smoke", "algorithm=madpo", "resume=auto"), run_dir=str(tmp_path / "madpo"))()
+
+
+def test_a_checkpoint_of_another_algorithm_is_refused_naming_both(smoke_run, tmp_path):
+    reference, _ = smoke_run
+    (checkpoint, *_) = complete_checkpoints(reference)
+    with pytest.raises(CheckpointError, match="a checkpoint of algorithm 'magrpo', but this run's is 'madpo'"):
+        Run(compose_config("experiment=smoke", "algorithm=madpo", f"resume={checkpoint}"), run_dir=str(tmp_path))()
+    assert not (tmp_path / "metrics.jsonl").exists()  # refused before anything trained
 
 
 def _layout(seed: int):

@@ -1,4 +1,5 @@
-"""The curriculum filter and the stratified, interleaved split (REFERENCE.md 2.3-2.5)."""
+"""The curriculum filter and the stratified, interleaved split (docs/curriculum.md "Filter",
+"Cells and the split", "Eval panels and the fixed anchor", "Short phase")."""
 
 import pytest
 

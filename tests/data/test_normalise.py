@@ -1,4 +1,4 @@
-"""Row normalisation: targets dropped, fields parsed, malformed rows named (REFERENCE.md 2.2)."""
+"""Row normalisation: targets dropped, fields parsed, malformed rows named (docs/curriculum.md "Row normalisation")."""
 
 import copy
 import json

@@ -1,4 +1,4 @@
-"""The decoder's grammar rules driven by scripted models (REFERENCE.md 16.2): forced schema after a close,
+"""The decoder's grammar rules driven by scripted models (docs/task.md "Structured decoding"): forced schema after a close,
 the value cap, escapes and their forced completion, greedy tie-breaking."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from travel.logging.eval_aggregation import (
 )
 from travel.reward import score_joint_action
 
-# SEED.md "End metrics", in its order.
+# docs/reward.md "Evaluation metrics", in its order.
 SEED_EVAL_NAMES = [
     "eval/reward", "eval/action_validity", "eval/team_action_success", "eval/required_cooperative_contribution",
     "eval/required_grounded_recall", "eval/entity_grounding_precision", "eval/grounding_f1",
@@ -25,7 +25,7 @@ SEED_EVAL_NAMES = [
     "eval/reference_commonsense_micro", "eval/reference_hard_micro", "eval/reference_plan_success",
     "eval/collaboration_success",
 ]  # fmt: skip
-# REFERENCE.md 13.1's 15 headline keys.
+# The 15 headline keys of docs/reward.md "Evaluation aggregation".
 REFERENCE_HEADLINE_KEYS = {
     "action_validity", "ultimate/team_action_success", "required_cooperative_contribution",
     "required_grounded_recall", "entity_grounding_precision", "required_cost_completeness",

@@ -3,7 +3,7 @@
 import matplotlib
 import pytest
 
-from travel.logging.report import MAIN_TABLE_METRICS, _scaled, format_table, plot_eval_curve, write_summary
+from travel.logging.report import MAIN_TABLE_METRICS, fit_y_axis, format_table, plot_eval_curve, write_summary
 
 matplotlib.use("Agg")
 
@@ -17,7 +17,7 @@ def test_a_small_reward_change_gets_an_axis_fitted_to_it():
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots()
-    _scaled(axis, [0.4235, 0.4299])
+    fit_y_axis(axis, [0.4235, 0.4299])
     low, high = axis.get_ylim()
     assert high - low == pytest.approx(1.2 * 0.02) and low < 0.4235 and high > 0.4299  # not -0.25..1
     plt.close(figure)

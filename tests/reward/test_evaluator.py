@@ -1,4 +1,5 @@
-"""Plan evaluator: slot validity, budget golden values, caching, real rows and robustness (REFERENCE.md 8, 17).
+"""Plan evaluator: slot validity, budget golden values, caching, real rows and robustness (docs/reward.md
+"Plan evaluator", "Reference values").
 
 Expected numbers are derived by hand from the fixture catalogs (tests/fixtures.py docstring): the 3-day
 valid plan costs 20 + 25 (flights) + 2 x 100 (Hotel nights) + 10 + 15 + 20 (meals) = 290, it has 11

@@ -1,4 +1,5 @@
-"""Plan evaluator: the route and commonsense checks and the hard constraints (REFERENCE.md 8, 17), on the
+"""Plan evaluator: the route and commonsense checks and the hard constraints (docs/reward.md "Plan evaluator",
+"Reference values"), on the
 fixture catalogs (the hand-derived numbers are in the docstring of tests/reward/test_evaluator.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Joint-action metrics: per-role validity and contribution, team gates, rates and guards (REFERENCE.md 9).
+"""Joint-action metrics: per-role validity and contribution, team gates, rates and guards (docs/reward.md
+"Joint-action metrics").
 
 In the 3-day fixture logistics owns 9 slots, 7 of them required (3 current_city, 2 transportation,
 2 accommodation), and experience owns 12 slots, 4 of them required (the day-2 stay meals and

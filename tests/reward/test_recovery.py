@@ -1,4 +1,4 @@
-"""Reward-only recovery surface (REFERENCE.md 10.1): triples, signals, rates and the recovered merge."""
+"""Reward-only recovery surface (docs/reward.md "Reward-only recovery"): triples, signals, rates and the recovered merge."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shared reward on joint actions: the behaviour of REFERENCE.md 10, 16.1, the 17 golden values, batch scoring."""
+"""The shared reward on joint actions: docs/reward.md "Reward formula" and its "Reference values", batch scoring."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def valid(row, plan):
     return texts_for(row, plan)
 
 
-# ---- golden values (REFERENCE.md 10.4, 16.1, 17) ----------------------------------------------------
+# ---- golden values (docs/reward.md "Reference values") ----------------------------------------------
 
 
 def test_valid_plan_scores_exactly_one_with_every_end_metric(row, valid):

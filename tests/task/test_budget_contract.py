@@ -1,4 +1,4 @@
-"""Budget contract: floors, feasibility reasons and caps in integer cents (REFERENCE.md 6.3)."""
+"""Budget contract: floors, feasibility reasons and caps in integer cents (docs/task.md "Budget contract")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Compact role catalogs, the shared scaffold block and the day checklist (REFERENCE.md 6.1-6.2)."""
+"""Compact role catalogs, the shared scaffold block and the day checklist (docs/task.md "Role catalogs",
+"Day checklist and hard-constraint duty")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Per-algorithm budgets: collected preference candidates, env steps, optimizer updates and evaluations.
 
 The dry run reports these numbers and the trainers check their own counts against them, so both read one
-computation. Units (SEED.md "MAPL preference algorithms"):
+computation. Units (docs/algorithms.md "Units"):
 - `collected_candidates`: aligned joint candidates sampled to label preferences (target plus comparator).
   Preference collection never advances env_step.
 - `env_steps`: MAGRPO and MARLHF count online joint actions (exact); MADPO counts

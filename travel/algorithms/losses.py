@@ -1,4 +1,5 @@
-"""Value-token log-probabilities with gradients, and the MAGRPO advantage-weighted loss (REFERENCE.md 7.5).
+"""Value-token log-probabilities with gradients, and the MAGRPO advantage-weighted loss
+(docs/algorithms.md "Value-token loss").
 
 For a sequence with prompt ids p (length P) and completion ids c (length C), the model reads
 p + c[:-1]; the logits at positions P-1 .. P+C-2 give exactly one prediction per completion token,

@@ -6,7 +6,7 @@ sequence per role actor; `centralized_joint`: one for the joint actor). Loading 
 missing or different version, naming the file and record, so a replay directory from another setup is
 never mixed in. Token ids and 0/1 value masks round-trip exactly.
 
-Sampling modes (REFERENCE.md 14.3 step 5): `lambda_decay` weighs the non-empty shards newest-first by
+Sampling modes (docs/algorithms.md "Replay"): `lambda_decay` weighs the non-empty shards newest-first by
 (1 - l) l^age, normalised; every draw picks a shard by weight, then the next record of that shard's own
 permutation (without replacement, reshuffled when exhausted). `current` draws from the newest non-empty
 shard only; `all_history` draws uniformly over every stored record. The sample is shuffled at the end.

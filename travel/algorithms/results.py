@@ -2,7 +2,7 @@
 trainers' collection and pair counters) and `BudgetDrift`, raised when a run's counts leave the budget
 mode=dry reported (travel/algorithms/budgets.py).
 
-Counting units (SEED.md "MAPL preference algorithms"): collected candidates are joint candidates sampled to
+Counting units (docs/algorithms.md "Units"): collected candidates are joint candidates sampled to
 label preferences (never env steps); preference pairs are the new non-tied pairs selected; trained pairs are
 the pairs an update consumed (replayed pairs included); replayed pairs are those drawn from an earlier
 iteration's shard.

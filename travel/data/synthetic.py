@@ -58,7 +58,7 @@ def row_layout(index: int) -> tuple[str, int, int]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Constraint rules, as the evaluator applies them (REFERENCE.md section 3).
+# Constraint rules, as the evaluator applies them (docs/reward.md "Hard constraints").
 
 
 def room_type_allows(room_type: str, request: Optional[str]) -> bool:

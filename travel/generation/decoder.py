@@ -18,7 +18,7 @@ A candidate's text is the assistant prefill plus its decoded tokens: the reward-
 identical to `format_action` of the values as written. Its value mask is 1 exactly for sampled
 value tokens (a voluntary closing quote included) and 0 for forced tokens; with `return_logprobs`
 the masked, length-normalised log-prob under the untempered, unmasked model distribution
-(REFERENCE.md 7.5) is accumulated in the same pass.
+(docs/algorithms.md "Value-token loss") is accumulated in the same pass.
 """
 
 from __future__ import annotations

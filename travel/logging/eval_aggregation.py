@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from travel.reward import PUBLIC_METRIC_SOURCES
 
-# The public surface, in SEED.md order.
+# The public surface, in the order of docs/reward.md "Evaluation metrics".
 EVAL_METRIC_NAMES: tuple[str, ...] = (
     "eval/reward",
     "eval/action_validity",
@@ -34,7 +34,8 @@ EVAL_METRIC_NAMES: tuple[str, ...] = (
     "eval/reference_plan_success",
     "eval/collaboration_success",
 )
-# The 15 per-sample headline keys (13.1); reward and grounding_f1 are handled separately.
+# The 15 per-sample headline keys (docs/reward.md "Evaluation aggregation"); reward and grounding_f1 are
+# handled separately.
 HEADLINE_KEYS: tuple[str, ...] = tuple(
     source for name, source in PUBLIC_METRIC_SOURCES.items() if name not in ("reward", "grounding_f1")
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-# SEED.md "End metrics": what the main table reports at least, in its order.
+# docs/reward.md "Main table": what the main table reports at least, in its order.
 MAIN_TABLE_METRICS: tuple[str, ...] = (
     "reward",
     "reference_plan_delivery",
@@ -71,7 +71,7 @@ def write_summary(run_dir: str | Path, title: str, table: str) -> Path:
     return write_text_atomic(Path(run_dir) / SUMMARY_FILE, f"# {title}\n\n```text\n{table}\n```\n")
 
 
-def _scaled(axis, values: Sequence[float], floor_span: float = 0.02) -> None:
+def fit_y_axis(axis, values: Sequence[float], floor_span: float = 0.02) -> None:
     """Y-limits fitted to the data (at least `floor_span` wide), so small changes stay visible."""
     low, high = min(values), max(values)
     span = max(high - low, floor_span)
@@ -79,8 +79,14 @@ def _scaled(axis, values: Sequence[float], floor_span: float = 0.02) -> None:
     axis.set_ylim(middle - 0.6 * span, middle + 0.6 * span)
 
 
-TRAIN_CURVES = ("train/reward", "train/reward_group_std")
-LOSS_PREFIXES = ("train/loss_agent_", "train/dpo_loss")
+# MAGRPO's train reward and group spread; the iterative preference runs' per-iteration candidate rewards
+TRAIN_CURVES = (
+    "train/reward",
+    "train/reward_group_std",
+    "iter/reward_distribution/target_mean",
+    "iter/reward_distribution/comparator_mean",
+)
+LOSS_PREFIXES = ("train/loss_agent_", "train/dpo_loss", "train/reward_model_loss")
 
 
 def plot_eval_curve(
@@ -92,7 +98,7 @@ def plot_eval_curve(
     """Panels against env_step, one marker per evaluation: eval/reward (its axis fitted to the data, the delta
     in the legend); the rates of CURVE_METRICS (distinct markers and line styles, each line lifted by a small
     offset so equal values stay visible); and, given the run's train/* records, train reward, group spread
-    and each loss."""
+    and each loss (iterative preference runs: each iteration's target and comparator candidate reward)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,7 +117,7 @@ def plot_eval_curve(
     rewards = [float(m["eval/reward"]) for _, m in points]
     top.plot(steps, rewards, marker="o", color="#1f5fa8", label=f"reward (delta {rewards[-1] - rewards[0]:+.4f})")
     top.set_ylabel("eval/reward")
-    _scaled(top, rewards)
+    fit_y_axis(top, rewards)
     top.grid(True, alpha=0.3)
     top.legend(loc="best", fontsize=8, frameon=False)
     top.set_title(title or "Fixed-anchor evaluation (greedy)")
@@ -132,7 +138,7 @@ def plot_eval_curve(
     middle.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     if train:
         bottom = axes[2]
-        for key, color in zip(TRAIN_CURVES, ("#2a7f2a", "#b8860b")):
+        for key, color in zip(TRAIN_CURVES, ("#2a7f2a", "#b8860b", "#5b3fa0", "#c0398a")):
             pairs = [(r["env_step"], float(r[key])) for r in train if key in r]
             if pairs:
                 bottom.plot(*zip(*pairs), marker=".", color=color, label=key)

@@ -68,7 +68,7 @@ def iteration_distribution(
     reward_range: Sequence[float],
     num_bins: int = NUM_BINS,
 ) -> dict[str, Any]:
-    """The JSON payload of one iteration (REFERENCE.md 13.3)."""
+    """The JSON payload of one iteration (docs/algorithms.md "Iteration logging and reward distributions")."""
     edges = bin_edges(reward_range, num_bins)
     chosen_target, chosen_comparator = selected_rewards(selected)
     return {

@@ -1,6 +1,6 @@
 """Tracker: every metric record goes to `metrics.jsonl`; a compact allow-listed surface goes to W&B.
 
-W&B conventions (SEED.md "End metrics"): `env_step` is a hidden x-axis with no summary, `eval/*` and
+W&B conventions (docs/reward.md "What is logged"): `env_step` is a hidden x-axis with no summary, `eval/*` and
 `turn_1/*` are plotted against it, `iter/*` against `iter/current_iteration`; `wandb.log` is never given
 an explicit `step=`, so W&B's own history step advances independently and two records at the same env
 step never overwrite each other. `train/*`, `eval_full/*` and sample tables are never uploaded.

@@ -31,7 +31,8 @@ __all__ = [
 DEFAULT_CONFIG = RewardConfig()
 REWARD_RANGE: tuple[float, float] = DEFAULT_CONFIG.reward_range
 
-# The 17 public end metrics (SEED.md order, without the eval/ prefix) and the detail key behind each.
+# The 17 public end metrics (in the order of docs/reward.md "Evaluation metrics", without the eval/ prefix)
+# and the detail key behind each.
 PUBLIC_METRIC_SOURCES: dict[str, str] = {
     "reward": "reward",
     "action_validity": "action_validity",

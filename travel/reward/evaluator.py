@@ -70,7 +70,7 @@ def _plan_rows(merge_result: Any, days: int) -> list[Optional[Mapping[str, Any]]
 
 
 def scan_plan(plan_rows: list[Optional[Mapping[str, Any]]], index: RowIndex) -> PlanScan:
-    """Per-slot validity, grounding and city bits, cost and the selected entities (REFERENCE.md 8.1)."""
+    """Per-slot validity, grounding and city bits, cost and the selected entities (docs/reward.md "Slot validity")."""
     scan = PlanScan([], {}, {}, {}, [], [], 0.0, True, [], [], [], [], [])
     for day in range(1, index.days + 1):
         plan_row = plan_rows[day - 1] if day - 1 < len(plan_rows) else None
@@ -194,7 +194,7 @@ def _roles_complete(merge_result: Any, days: int) -> bool:
 def _hard_constraints(
     scan: PlanScan, index: RowIndex, budget_soft: float, budget_pass: bool
 ) -> dict[str, tuple[float, bool]]:
-    """(soft, pass) of each applicable hard constraint; the budget always applies (REFERENCE.md 8.5)."""
+    """(soft, pass) of each applicable hard constraint; the budget always applies (docs/reward.md "Hard constraints")."""
     hard: dict[str, tuple[float, bool]] = {"budget": (budget_soft, budget_pass)}
     if index.cuisines:
         served = frozenset().union(*(m.cuisines for m in scan.meals))
@@ -350,7 +350,7 @@ def score_plan(merge_result: Any, index: RowIndex) -> dict[str, Any]:
 
 
 def evaluate_reference_plan(merge_result: Any, row: "TravelRow") -> dict[str, Any]:
-    """Score a merged plan against the row (REFERENCE.md section 8 names every key).
+    """Score a merged plan against the row (docs/reward.md "Plan evaluator").
 
     `merge_result` is the merger's MergeResult (plan, parsed, merged_assignments,
     per_agent_assignments and the merge counters). Values are floats except the internal entries

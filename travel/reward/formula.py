@@ -193,7 +193,7 @@ _SIGNAL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RewardSignals))
 
 
 def compute_reward(signals: RewardSignals, config: RewardConfig) -> tuple[float, dict[str, float]]:
-    """The shared reward and its accounting (10.4 detail keys)."""
+    """The shared reward and its accounting (the detail keys of docs/reward.md "Reward formula")."""
     s = {name: unit(getattr(signals, name)) for name in _SIGNAL_NAMES}
     gate = s["team_action_valid"]
     strict_quality = geometric_composite(s["required_cooperative_contribution"], s["strict_plan_score"])

@@ -66,7 +66,7 @@ def _clamp01(value: float) -> float:
 
 @dataclass(frozen=True)
 class RoleMetrics:
-    """Section 9's per-agent metrics of one role action."""
+    """The per-role metrics of one role action (docs/reward.md "Joint-action metrics")."""
 
     action_validity: float  # strict: parses strictly and was accepted as exactly its owned slots
     soft_action_validity: float
@@ -195,8 +195,8 @@ def _text(completion: Any) -> str:
 def evaluate_joint_action(completions: Sequence[str], row: "TravelRow") -> dict[str, Any]:
     """Merge the logistics and experience actions with capacities [3D, 4D] and evaluate the team.
 
-    Returns the plan evaluator's detail plus section 9's team, per-agent (`agent_<i>/*`) and
-    parser-error keys; `detail[MERGE_RESULT_KEY]` is the MergeResult. Raises ValueError only for
+    Returns the plan evaluator's detail plus the team, per-agent (`agent_<i>/*`) and parser-error keys
+    of docs/reward.md "Joint-action metrics"; `detail[MERGE_RESULT_KEY]` is the MergeResult. Raises ValueError only for
     caller errors (not exactly two completions, a row without days), never for model text.
     """
     if isinstance(completions, (str, bytes)) or len(completions) != NUM_AGENTS:

@@ -1,4 +1,4 @@
-"""The reward's penalty rates for one action text (REFERENCE.md 10.1): copying the reference and length.
+"""The reward's penalty rates for one action text (docs/reward.md "Penalties"): copying the reference and length.
 
 - reference copy: the share of the text's word 8-grams that occur in the row's reference information,
   mapped to [0, 1] between a 0.20 floor and 0.80;

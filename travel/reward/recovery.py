@@ -1,4 +1,5 @@
-"""Reward-only recovery surface (REFERENCE.md 10.1): ranks malformed actions without touching strict metrics.
+"""Reward-only recovery surface (docs/reward.md "Reward-only recovery"): ranks malformed actions without
+touching strict metrics.
 
 Per agent: complete (day, field, value) triples recovered by the parser and by a regex, the owned
 ones accepted non-atomically; format-progress signals; overflow/rejection rates; the 8-gram

@@ -1,4 +1,4 @@
-"""Strict parser for one agent's action text, with the recovery paths of REFERENCE.md 5.3.
+"""Strict parser for one agent's action text, with the recovery paths of docs/task.md "Parsing an action".
 
 `parse_assignments` never raises on model text: undecodable, deeply nested, oversized or oddly typed
 input ends as a ParseResult carrying error codes. Strictness (`parse_success`) and recovery are kept
@@ -204,7 +204,7 @@ def parse_assignments(
     days: int,
     valid_fields: Iterable[str] = PLAN_FIELDS,
 ) -> ParseResult:
-    """Parse one agent's action text (REFERENCE.md 5.3). Never raises on any `text`."""
+    """Parse one agent's action text (docs/task.md "Parsing an action"). Never raises on any `text`."""
     fields = frozenset(valid_fields)
     codes = _Codes()
     strict_json, decode_success, data = _decode(_as_text(text))

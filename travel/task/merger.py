@@ -1,4 +1,4 @@
-"""Deterministic merger: the agents' parsed actions become one team plan (REFERENCE.md 5.4).
+"""Deterministic merger: the agents' parsed actions become one team plan (docs/task.md "Merger").
 
 No LLM aggregates anything. Each agent's action is parsed with its own capacity; an over-capacity
 action is dropped whole; valid slots proposed by one agent are accepted, identical proposals from

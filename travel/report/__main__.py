@@ -1,0 +1,58 @@
+"""`python -m travel.report RUN_OR_SWEEP_DIR... [--out DIR]`: results across runs and seeds.
+
+Reads every training run at or under the given directories (travel/report/runs.py), groups the complete ones
+by algorithm x comparator x actor layout from their resolved configs, and writes into --out (default
+`report/`): `report.md` (mean ± std over seeds of the headline metrics, each run's reward, the incomplete runs
+apart), `groups.csv` and `runs.csv` (every main metric: initial, final, delta) and `curves.png` (each group's
+fixed-anchor curves with a band over seeds). The Markdown is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from travel.report.figure import plot_groups
+from travel.report.runs import ReportError, read_runs
+from travel.report.tables import group_rows, groups_csv, markdown, runs_csv
+
+
+def build_report(paths: Sequence[str | Path], out: str | Path) -> dict[str, Path]:
+    """Write the report of the runs under `paths` into `out`; returns the files written by name."""
+    from travel.io import write_text_atomic
+
+    runs = read_runs(paths)
+    if not any(run.complete for run in runs):
+        listed = ", ".join(f"{r.path} ({r.status})" for r in runs) or "none"
+        raise ReportError(f"no complete training run under {', '.join(map(str, paths))} (runs found: {listed})")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = group_rows(runs)
+    written = {
+        "report.md": write_text_atomic(out / "report.md", markdown(runs, rows)),
+        "groups.csv": write_text_atomic(out / "groups.csv", groups_csv(rows)),
+        "runs.csv": write_text_atomic(out / "runs.csv", runs_csv(runs)),
+    }
+    written["curves.png"] = plot_groups(runs, out / "curves.png")
+    return written
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m travel.report", description=__doc__.split("\n\n")[1])
+    parser.add_argument("paths", nargs="+", help="run directories, sweep directories, or folders holding them")
+    parser.add_argument("--out", default="report", help="where the tables and the figure go (default: report/)")
+    args = parser.parse_args(argv)
+    try:
+        written = build_report(args.paths, args.out)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(written["report.md"].read_text(encoding="utf-8"))
+    print("wrote " + ", ".join(str(path) for path in written.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
