@@ -109,3 +109,21 @@ def preference_smoke_runs(tmp_path_factory):
 
     done = once_per_run(tmp_path_factory, "preference_smoke", build)
     return {algorithm: (Path(run_dir), stdout) for algorithm, (run_dir, stdout) in done.items()}
+
+
+# Session-wide runs that several test files read: each file that reads one joins its xdist group, so that run
+# happens on one worker and nobody waits for it; every other file is its own group (what --dist loadfile does).
+SHARED_RUNS = ("preference_smoke_runs", "smoke_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    shared = {}
+    for item in items:
+        for name in SHARED_RUNS:
+            if name in getattr(item, "fixturenames", ()):
+                shared.setdefault(item.module.__name__, name)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(shared.get(item.module.__name__, item.module.__name__)))
+    # the groups of the shared runs go out first: the long end-to-end work starts while the short files fill in
+    items.sort(key=lambda item: item.module.__name__ not in shared)
