@@ -125,5 +125,6 @@ def pytest_collection_modifyitems(config, items):
                 shared.setdefault(item.module.__name__, name)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(shared.get(item.module.__name__, item.module.__name__)))
-    # the groups of the shared runs go out first: the long end-to-end work starts while the short files fill in
-    items.sort(key=lambda item: item.module.__name__ not in shared)
+    # the longest work goes out first (the shared runs' groups, then files marked end_to_end), so the short
+    # files fill in beside it instead of one long file running alone at the end
+    items.sort(key=lambda item: 0 if item.module.__name__ in shared else 1 if item.get_closest_marker("end_to_end") else 2)

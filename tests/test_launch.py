@@ -5,8 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from tests.slurm_fixtures import slurm_cluster  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.end_to_end  # sweeps through launchers: this file starts first
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch.py"
 PANELS = [[19, 74, 29, 90], [5, 68, 20, 80], [14, 63, 39, 94], [4, 71, 22, 88], [9, 70, 33, 92]]

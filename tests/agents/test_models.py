@@ -26,6 +26,8 @@ from travel.agents.models import (
     load_smollm2_135m,
 )
 
+pytestmark = pytest.mark.end_to_end  # the real SmolLM2 model: this file starts first
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONF = REPO_ROOT / "conf" / "model"
 SHARED_OPTIONS = {"path", "dtype", "attn_implementation", "seed", "name"}

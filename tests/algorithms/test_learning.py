@@ -19,6 +19,8 @@ from tests.algorithms.learning_task import OPTIMUM, target_score, write_rows
 from tests.conftest import compose_config
 from travel.run import Run
 
+pytestmark = pytest.mark.end_to_end  # whole training runs: this file starts first
+
 # Shared by every algorithm: the fixture rows (2 train, 1 eval), catalog values, two CPU threads.
 TASK = [
     "experiment=smoke",

@@ -14,6 +14,8 @@ from travel.algorithms.config import AlgorithmConfigError
 from travel.algorithms.registry import algorithm_config, registered, spec_for
 from travel.run import Run
 
+pytestmark = pytest.mark.end_to_end  # a whole smoke run of the toy algorithm: this file starts first
+
 TOY_MODULE = '''
 """REINFORCE with the raw joint reward as the advantage: MAGRPO's loop, another advantage."""
 
@@ -81,7 +83,8 @@ def test_the_smoke_experiment_trains_the_toy_algorithm(toy):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy), str(REPO_ROOT)]), "OMP_NUM_THREADS": "1"}
     run_dir = toy / "smoke"
     done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", *toy_overrides(toy), f"hydra.run.dir={run_dir}"],
+        [sys.executable, str(REPO_ROOT / "launch.py"), "experiment=smoke", "curriculum.train_per_cell=1", *toy_overrides(toy),
+         f"hydra.run.dir={run_dir}"],
         cwd=toy, env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -90,7 +93,7 @@ def test_the_smoke_experiment_trains_the_toy_algorithm(toy):
     # the smoke experiment's common deltas and the OnlineOptions smoke preset (K=2) reach the toy algorithm
     assert "num_train_epochs: 2" in config and "num_generations: 2" in config and "advantage_mode: raw" in config
     train = [r for r in records if "train/reward" in r]
-    assert train and records[-1]["env_step"] == 2 * 4 * 2  # 2 epochs x 4 train rows x K=2
+    assert train and records[-1]["env_step"] == 2 * 2 * 2  # 2 epochs x 2 train rows (one per cell) x K=2
     assert any(r["train/loss_agent_0"] != 0.0 for r in train)
 
 

@@ -19,7 +19,9 @@ from tests.preference_runs import ENV
 from travel.report.__main__ import build_report, main
 from travel.report.runs import ReportError, read_runs
 
-REDUCED = ["curriculum.train_per_cell=1", "algorithm.num_train_epochs=1"]
+pytestmark = pytest.mark.end_to_end  # whole training runs: this file starts first
+
+REDUCED = ["curriculum.train_per_cell=1", "algorithm.num_train_epochs=1", "output.save_final_model=false"]
 SEEDS = (1, 2)
 
 
