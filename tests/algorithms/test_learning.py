@@ -21,7 +21,7 @@ from travel.run import Run
 
 pytestmark = pytest.mark.end_to_end  # whole training runs: this file starts first
 
-# Shared by every algorithm: the fixture rows (2 train, 1 eval), catalog values, two CPU threads.
+# Shared by every algorithm: the fixture rows (2 train, 1 eval), catalog values, one CPU thread (the suite runs two workers).
 TASK = [
     "experiment=smoke",
     "data=local",
@@ -32,7 +32,7 @@ TASK = [
     "curriculum.eval_panel_size=1",
     "generation.values=catalog",
     "generation.max_new_tokens=400",
-    "hardware.torch_threads=2",
+    "hardware.torch_threads=1",
     "output.save_final_model=false",
 ]
 PREFERENCES = [
