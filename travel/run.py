@@ -6,7 +6,6 @@ and the budgets on any machine.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from functools import cached_property
 from pathlib import Path
@@ -130,6 +129,12 @@ class Run:
         split = self._training_plan()  # every config check happens here, before any weights load
         checkpoints, resume = self._checkpointing()
         self._seed_everything()
+        # The signal handlers cover the cleanup too: a requeue's hand-over must come after the tracker closed.
+        with stop_on_signals(requeue_grace_s()) as stop:
+            return self._train_with(split, checkpoints, resume, stop)
+
+    def _train_with(self, split: Any, checkpoints: Any, resume: Any, stop: Any) -> dict[str, Any]:
+        """The training run proper: tracker, actors, trainer, outputs; the parts closed whatever happens."""
         tracker = instantiate(self.cfg.logger)(
             run_dir=self.run_dir,
             config=OmegaConf.to_container(self.cfg, resolve=True),
@@ -171,10 +176,9 @@ class Run:
                 gradient_checkpointing=bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
                 checkpoints=checkpoints,
                 resume=resume,
+                stop=stop,
             )
-            with stop_on_signals(requeue_grace_s()) as stop:
-                parts = dataclasses.replace(parts, stop=stop)
-                result = self.algorithm_spec.build_trainer(self.algorithm, parts).train()
+            result = self.algorithm_spec.build_trainer(self.algorithm, parts).train()
             return self._write_training_outputs(result, actors)
         finally:
             for part in (sampler, actors):

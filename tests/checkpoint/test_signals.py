@@ -1,6 +1,7 @@
 """Signals during training (travel/checkpoint/signals.py): SIGTERM and SIGUSR2 become a stop request, the
 handlers the run replaced come back after it, a SIGUSR2 stop is handed on to the handler it interrupted
-(submitit's requeue) once the checkpoint is written, or at once when no checkpoint point comes in time; and
+(submitit's requeue) once the checkpoint is written, or after the run's cleanup when no checkpoint point comes
+in time; and
 the small pieces of state a resumed run needs back (the checkpoint cadence, the comparator's random stream)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 
 from travel.algorithms.comparators import RngStream
 from travel.checkpoint.signals import RunInterrupted, hand_over, requeued_by_slurm, stop_on_signals
-from travel.checkpoint.store import CheckpointStore
+from travel.checkpoint.store import CheckpointStore, checkpoint_point
 
 
 @pytest.fixture
@@ -44,13 +45,32 @@ def test_only_a_sigusr2_stop_is_handed_on_to_the_handler_it_interrupted(submitit
     assert submitit_like_handler == [signal.SIGUSR2]
 
 
-def test_a_sigusr2_with_no_checkpoint_point_in_time_is_handed_on_at_once(submitit_like_handler):
-    with stop_on_signals(requeue_grace_s=0.2) as stop:
-        os.kill(os.getpid(), signal.SIGUSR2)
-        time.sleep(0.05)
-        assert stop.requested and submitit_like_handler == []
-        time.sleep(0.4)  # no checkpoint point: the grace ends inside the run
-        assert submitit_like_handler == [signal.SIGUSR2]
+def test_a_sigusr2_with_no_checkpoint_point_in_time_interrupts_the_run_and_is_handed_on_after_its_cleanup(
+    submitit_like_handler,
+):
+    cleanup = []
+    with pytest.raises(RunInterrupted, match="no checkpoint point within 0.2s of SIGUSR2") as interrupted:
+        with stop_on_signals(requeue_grace_s=0.2) as stop:
+            try:
+                os.kill(os.getpid(), signal.SIGUSR2)
+                time.sleep(0.05)
+                assert stop.requested
+                time.sleep(2)  # no checkpoint point: the grace ends inside the run
+            finally:
+                cleanup.append(list(submitit_like_handler))  # the tracker closes before any requeue
+    assert cleanup == [[]] and submitit_like_handler == []
+    hand_over(interrupted.value)
+    assert submitit_like_handler == [signal.SIGUSR2]
+
+
+def test_the_grace_timer_does_not_interrupt_the_checkpoint_a_stop_writes(tmp_path, submitit_like_handler):
+    with pytest.raises(RunInterrupted, match="SIGUSR2 at env step 3: wrote") as interrupted:
+        with stop_on_signals(requeue_grace_s=0.2) as stop:
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(0.05)
+            slow_save = lambda: time.sleep(0.5) or tmp_path  # noqa: E731  (longer than the grace)
+            checkpoint_point(CheckpointStore(tmp_path), stop, 3, at_eval_point=False, save=slow_save)
+    assert interrupted.value.signum == signal.SIGUSR2 and submitit_like_handler == []
 
 
 def test_a_run_that_stops_in_time_cancels_the_grace_timer(submitit_like_handler):

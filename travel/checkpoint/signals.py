@@ -10,8 +10,10 @@
 The trainer polls `StopRequest.requested`; once it has written the checkpoint it raises `RunInterrupted`, so
 the run's status says `failed` with where it stopped; `hand_over(interrupted)` then passes a SIGUSR2 on to the
 handler it interrupted. A run that reaches no checkpoint point within `requeue_grace_s` of a SIGUSR2 (in its
-final evaluation, say) is handed over at once and resumes from its previous checkpoint: a job killed at its time
-limit would not be requeued at all.
+final evaluation, say) is interrupted there (RunInterrupted from the timer) and handed over after its cleanup, so
+the requeued job resumes from the previous checkpoint: a job killed at its time limit would not be requeued at
+all. The hand-over comes after the cleanup because a requeue sends SIGTERM to every process of the job, the
+W&B service among them: a run still logging then would fail, and that failure would be the job's result.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class StopRequest:
     def request(self, reason: str, signum: Optional[int] = None) -> None:
         self.requested, self.reason, self.signum = True, reason, signum
 
+    def checkpoint_reached(self) -> None:
+        """The trainer is writing the stop's checkpoint: the requeue grace timer must not interrupt it."""
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
 
 @contextlib.contextmanager
 def stop_on_signals(requeue_grace_s: Optional[float] = None) -> Iterator[StopRequest]:
@@ -57,8 +63,11 @@ def stop_on_signals(requeue_grace_s: Optional[float] = None) -> Iterator[StopReq
             signal.setitimer(signal.ITIMER_REAL, requeue_grace_s)
 
     def overdue(number: int, frame: Any) -> None:
-        print(f"no checkpoint point within {requeue_grace_s:g}s of SIGUSR2: requeued from the previous checkpoint", flush=True)
-        previous[signal.SIGUSR2](signal.SIGUSR2, frame)  # type: ignore[operator]
+        raise RunInterrupted(
+            f"no checkpoint point within {requeue_grace_s:g}s of SIGUSR2: the job is requeued and resumes from the "
+            f"previous checkpoint",
+            signal.SIGUSR2,
+        )
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, requested)

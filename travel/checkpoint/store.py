@@ -197,6 +197,8 @@ def checkpoint_point(store: Optional[CheckpointStore], stop: Any, env_step: int,
     stopping = stop is not None and stop.requested
     if store is None or not (stopping or store.due(env_step, at_eval_point)):
         return
+    if stopping:
+        stop.checkpoint_reached()
     path = save()
     if stopping:
         from travel.checkpoint.signals import RunInterrupted
