@@ -16,6 +16,7 @@ from travel.algorithms.reward_model import (
     fit_reward_model,
     joint_text,
     last_attended_index,
+    load_pretrained_base,
     role_context,
 )
 from travel.task.roles import assistant_prefill
@@ -137,3 +138,13 @@ def test_fitting_refuses_an_empty_set_and_bad_settings():
 def test_a_model_without_hidden_size_is_refused():
     with pytest.raises(RewardModelError, match="hidden_size"):
         JointRewardModel(torch.nn.Linear(2, 2), None, max_length=8)
+
+
+def test_a_local_reward_base_loads_in_its_saved_dtype_unless_one_is_named(tmp_path):
+    tiny = build_tiny_random()
+    tiny.model.save_pretrained(tmp_path)
+    tiny.tokenizer.save_pretrained(tmp_path)
+    backbone, tokenizer = load_pretrained_base(str(tmp_path))
+    assert "lm_head" not in dict(backbone.named_modules()) and backbone.dtype == torch.float32
+    assert tokenizer.encode("hello") == tiny.tokenizer.encode("hello")
+    assert load_pretrained_base(str(tmp_path), dtype="bfloat16")[0].dtype == torch.bfloat16

@@ -249,15 +249,18 @@ def build_reward_model(
     return reward_model.to(torch.device(device))
 
 
-def load_pretrained_base(name: str, dtype: str = "bfloat16", attn_implementation: str = "sdpa") -> tuple[nn.Module, Any]:
-    """A hub id or local directory as (decoder without LM head, tokenizer), on the CPU."""
+def load_pretrained_base(name: str, dtype: str = "auto", attn_implementation: str = "sdpa") -> tuple[nn.Module, Any]:
+    """A hub id or local directory as (decoder without LM head, tokenizer), on the CPU, in the dtype its weights
+    were saved in unless `dtype` names one (the paper's reward model: bfloat16)."""
     from transformers import AutoModel, AutoTokenizer
 
     from travel.agents.models import resolve_dtype
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModel.from_pretrained(name, dtype=resolve_dtype(dtype), attn_implementation=attn_implementation)
+        model = AutoModel.from_pretrained(
+            name, dtype=dtype if dtype == "auto" else resolve_dtype(dtype), attn_implementation=attn_implementation
+        )
     except (OSError, ValueError) as exc:
         raise RewardModelError(f"algorithm.reward_model_name={name!r}: could not load it ({type(exc).__name__}: {exc})") from exc
     if tokenizer.pad_token_id is None:
