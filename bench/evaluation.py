@@ -24,6 +24,8 @@ from bench.project import compose_config, project_actors  # noqa: E402
 DEFAULT_SETTINGS = (
     "fp32 one row per call, prompt repeated=hardware.compute_dtype=null,generation.eval_rows_per_call=1,share_prompt_cache=never",
     "bf16 compute, prompt shared, 4 rows per call=hardware.compute_dtype=bfloat16,generation.eval_rows_per_call=4",
+    "the same over a bf16 weight copy=hardware.compute_dtype=bfloat16,generation.eval_rows_per_call=4,"
+    "hardware.decode_weights=copy",
 )
 
 

@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         default="cuda_graph",
         help="comma-separated StructuredDecoder step backends to time (eager, static, cuda_graph); a static "
         "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. "
-        "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16)",
+        "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16) and a fourth decodes over a weight copy in "
+        "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy)",
     )
     parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -250,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
         backend, _, rest = spec.partition(":")
-        layout, _, compute = rest.partition(":")
+        layout, _, rest = rest.partition(":")
+        compute, _, weights = rest.partition(":")
         decoder = StructuredDecoder(
             loaded.model,
             tokenizer,
@@ -261,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             step_backend=backend,
             share_prompt_cache={"": "auto", "repeated": "never", "shared": "always"}[layout],
             compute_dtype=compute or None,
+            decode_weights=weights or "master",
         )
         seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
         candidates = groups[0]
@@ -272,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens"
         label = backend if not layout else f"{backend}, prompt {layout}"
         label += f", {compute} compute" if compute else ""
+        label += f", {compute} weight copy" if weights == "copy" else ""
         results.append(Measurement(f"StructuredDecoder ({label})", seconds, args.new_tokens, args.candidates, peak, note))
 
     print()

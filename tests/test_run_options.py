@@ -32,6 +32,8 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["hardware.torch_threads=-1"], "hardware.torch_threads=-1"),
         (["hardware.parallel_training=both"], "hardware.parallel_training='both'"),
         (["hardware.compute_dtype=fp8"], "hardware.compute_dtype='fp8'"),
+        (["hardware.decode_weights=bf16"], "hardware.decode_weights='bf16'"),
+        (["hardware.decode_weights=copy"], "hardware.decode_weights=copy needs hardware.compute_dtype"),
         (["hardware.offload_inactive_actor=maybe"], "hardware.offload_inactive_actor='maybe'"),
         (["generation.greedy_eval=3"], "generation.greedy_eval=3"),
         (["hardware.num_gpus=1.5"], "hardware.num_gpus=1.5"),

@@ -75,6 +75,11 @@ def check_run_options(run: "Run") -> None:
             raise ValueError(
                 f"hardware.compute_dtype={compute_dtype!r}: not a floating torch dtype (bfloat16, float16, float32)"
             ) from None
+    decode_weights = hardware.get("decode_weights", "master")
+    if decode_weights not in ("master", "copy"):
+        raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose master or copy")
+    if decode_weights == "copy" and compute_dtype is None:
+        raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
     gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)
     devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}
     for option, value in run.algorithm.device_options().items():

@@ -162,6 +162,7 @@ def build_layout(
             top_p=float(generation["top_p"]),
             values=str(generation.get("values", "free")),
             compute_dtype=compute_dtype,
+            decode_weights=str(hardware.get("decode_weights", "master")),
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
         actors.append(

@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from travel.agents.models import resolve_dtype
+from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     EagerDecodeStep,
@@ -57,7 +59,7 @@ STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
 PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
-            "share_prompt_cache", "values", "compute_dtype")  # what `with_model` copies
+            "share_prompt_cache", "values", "compute_dtype", "decode_weights")  # what `with_model` copies
 DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
 
 
@@ -75,6 +77,7 @@ class StructuredDecoder:
         share_prompt_cache: str = "auto",
         values: str = "free",
         compute_dtype: str | None = None,
+        decode_weights: str = "master",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -88,7 +91,9 @@ class StructuredDecoder:
         model supports it, for any number of candidates: it is the faster step even for one), or `never`.
         `values`: `free` text within the JSON string rules, or `catalog`: each value is one of the values its
         slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap.
-        `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype."""
+        `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype.
+        `decode_weights`: `master` decodes over the model's own weights (under that autocast), `copy` over a copy
+        in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py)."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -100,6 +105,10 @@ class StructuredDecoder:
             raise ValueError(f"share_prompt_cache={share_prompt_cache!r}: choose one of {', '.join(PROMPT_CACHE_SHARING)}")
         if values not in VALUE_MODES:
             raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
+        if decode_weights not in DECODE_WEIGHTS:
+            raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
+        if decode_weights == "copy" and compute_dtype is None:
+            raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
             raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
         self.model = model
@@ -113,6 +122,8 @@ class StructuredDecoder:
         self.share_prompt_cache = share_prompt_cache
         self.values = values
         self.compute_dtype = compute_dtype
+        self.decode_weights = decode_weights
+        self._weights = DecodeWeights(resolve_dtype(compute_dtype)) if decode_weights == "copy" else None
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
@@ -185,10 +196,14 @@ class StructuredDecoder:
         was_training = getattr(self.model, "training", False)
         if hasattr(self.model, "eval"):
             self.model.eval()
+        model, autocast_dtype = self.model, self.compute_dtype
+        if self._weights is not None:
+            model, autocast_dtype = self._weights.refreshed(self.model), None
         try:
-            with torch.inference_mode(), decode_attention(device), compute_autocast(device, self.compute_dtype):
+            with torch.inference_mode(), decode_attention(device), compute_autocast(device, autocast_dtype):
                 tokens, masks, lengths, logprobs = self._decode(
-                    plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device, slot_values
+                    model, plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device,
+                    slot_values,
                 )
         finally:
             if was_training:
@@ -203,17 +218,23 @@ class StructuredDecoder:
 
     # ---- the decode loop -------------------------------------------------------------------------
 
-    def _static_backend(self, device: torch.device, preallocated: bool) -> str | None:
+    def _static_backend(self, model: Any, device: torch.device, preallocated: bool) -> str | None:
         """'static' or 'cuda_graph' when decode steps run with fixed shapes, None for the eager loop."""
         backend = self.step_backend
         if backend == "auto":
             backend = "cuda_graph" if device.type == "cuda" else "eager"
-        if backend == "eager" or not preallocated or not supports_static_steps(self.model):
+        if backend == "eager" or not preallocated or not supports_static_steps(model):
             return None
         return backend
 
     def _prefill(
-        self, prompt_ids: list[torch.Tensor], repeats: int, device: torch.device, preallocated: bool, shared: bool = False
+        self,
+        model: Any,
+        prompt_ids: list[torch.Tensor],
+        repeats: int,
+        device: torch.device,
+        preallocated: bool,
+        shared: bool = False,
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run every prompt through the model once and expand to `repeats` rows per prompt.
 
@@ -232,12 +253,12 @@ class StructuredDecoder:
         if preallocated:
             caches, last_logits = [], []
             for ids in prompt_ids:  # one prompt at a time: causal attention without a padding mask
-                cache = new_cache(self.model)
+                cache = new_cache(model)
                 positions = torch.arange(len(ids), device=device)[None, :]
                 ids_on_device = ids[None, :].to(device)
                 last_logits.append(
                     forward_last_logits(
-                        self.model, ids_on_device, torch.ones_like(ids_on_device), positions, cache, self._cache_name
+                        model, ids_on_device, torch.ones_like(ids_on_device), positions, cache, self._cache_name
                     )
                 )
                 caches.append(cache)
@@ -250,9 +271,9 @@ class StructuredDecoder:
                 input_ids[row, width - len(ids) :] = ids
             prompt_attention = attention[::repeats]
             positions = (prompt_attention.cumsum(-1) - 1).clamp(min=0)
-            cache = new_cache(self.model)
+            cache = new_cache(model)
             logits = forward_last_logits(
-                self.model, input_ids.to(device), prompt_attention, positions, cache, self._cache_name
+                model, input_ids.to(device), prompt_attention, positions, cache, self._cache_name
             )
             if repeats > 1:
                 cache.batch_repeat_interleave(repeats)
@@ -260,6 +281,7 @@ class StructuredDecoder:
 
     def _decode(
         self,
+        model: Any,
         plans: list[SlotPlan],
         prompt_ids: list[torch.Tensor],
         num_candidates: int,
@@ -271,21 +293,21 @@ class StructuredDecoder:
         slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
-        preallocated = supports_preallocation(new_cache(self.model))
-        static = self._static_backend(device, preallocated)
+        preallocated = supports_preallocation(new_cache(model))
+        static = self._static_backend(model, device, preallocated)
         # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
         sharing = self.share_prompt_cache != "never"
-        shared = static is not None and sharing and shared_prefix_supported(self.model)
-        cache, logits, attention, prompt_lengths = self._prefill(prompt_ids, k, device, preallocated, shared)
+        shared = static is not None and sharing and shared_prefix_supported(model)
+        cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared)
         graph = static == "cuda_graph"
         if static is None:
-            forward_step: Any = EagerDecodeStep(self.model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
+            forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared:
             forward_step = SharedPrefixDecodeStep(
-                self.model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph
+                model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph
             )
         else:
-            forward_step = StaticDecodeStep(self.model, cache, self._cache_name, attention, prompt_lengths, graph)
+            forward_step = StaticDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, graph)
         with forward_step.attention():
             return self._decode_loop(
                 plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values
