@@ -1,0 +1,217 @@
+"""One training buffer on one GPU, timed by phase, and the wall time it projects for a whole run.
+
+MAGRPO (the default): `algorithm.rollout_buffer_size` real train rows x K = `algorithm.num_generations` joint
+actions are sampled (generation), scored by the task reward (reward), and both policies take their MAGRPO
+update (update), as one buffer of a run does. The update uses distinct advantages (those of rewards 0..K-1, as
+bench/update.py and bench/layouts.py do) so that every candidate enters the loss even where a random model's
+rewards tie. Printed: seconds per env step of each phase, peak GPU memory, and the projected wall time of the
+paper's 5,040 online env steps (evaluation not included).
+
+`--algorithm madpo_iter`: per row, one preference collection (target candidates and the current-copy
+comparator's, the same weights), then joint DPO updates over the row's pairs in batches of
+`algorithm.train_batch_size`; printed per row and per pair, with the projection over the config's iterations
+and train rows.
+
+The first buffer (or row) warms up kernels and CUDA graphs; the next `--buffers` are measured.
+
+    python bench/train_step.py                                   # random_qwen3_4b, 10 rows x K=4, real rows
+    python bench/train_step.py --algorithm madpo_iter --buffers 2
+    python bench/train_step.py model=tiny_random hardware=cpu data=synthetic --device cpu algorithm.rollout_buffer_size=2
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch
+from bench.measure import synchronize
+from bench.project import add_project_arguments, compose_config, project_actors
+from travel.algorithms.dpo import joint_dpo_update
+from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
+from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
+from travel.algorithms.rollout import JointRolloutSampler
+from travel.reward import score_joint_actions
+from travel.run import Run
+
+PAPER_ENV_STEPS = 5040  # 21 epochs x 60 rows x K=4 (MAGRPO and MARLHF's online phase)
+
+
+class TimedScore:
+    """The task reward through the rollout seam, with the seconds it took."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, row: Any, pairs: Any, config: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return score_joint_actions(row, pairs, config)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def timed(device: torch.device, call: Any) -> tuple[float, Any]:
+    synchronize(device)
+    started = time.perf_counter()
+    result = call()
+    synchronize(device)
+    return time.perf_counter() - started, result
+
+
+def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    rows = list(run.data.split.train)[: int(cfg.algorithm.rollout_buffer_size)]
+    k = int(cfg.algorithm.num_generations)
+    layout = project_actors(cfg)
+    device = layout.actors[0].device
+    score = TimedScore()
+    sampler = JointRolloutSampler(layout, run.reward_config, score=score, parallel=layout.parallel)
+    distinct = tuple(group_advantages([float(j) for j in range(k)]))
+    measured = []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    for buffer in range(1 + args.buffers):
+        score.seconds = 0.0
+        sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
+        samples = [
+            [BufferSample(r.agents[p].prompt_ids, r.agents[p].candidates, distinct, 0.0, r.env_step) for r in rollouts]
+            for p in range(len(layout.actors))
+        ]
+        update, _ = timed(device, lambda: layout.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id])))
+        steps = len(rows) * k
+        if buffer:
+            measured.append({"generation": (sampling - score.seconds) / steps, "reward": score.seconds / steps, "update": update / steps})
+        print(f"buffer {buffer}{' (warm-up)' if not buffer else ''}: {steps} env steps, {sampling + update:.1f} s", flush=True)
+    per_step = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("generation", "reward", "update")}
+    total = sum(per_step.values())
+    result = {
+        "algorithm": "magrpo",
+        "rows": len(rows),
+        "k": k,
+        "prompt_tokens": statistics.fmean(len(a.prompt_ids) for r in rollouts for a in r.agents),
+        "s_per_env_step": {**per_step, "total": total},
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "projected_hours": total * PAPER_ENV_STEPS / 3600,
+    }
+    sampler.close()
+    layout.close()
+    return result
+
+
+def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    train = list(run.data.split.train)
+    settings = PreferenceSettings.from_config(run.algorithm)
+    layout = project_actors(cfg)
+    device = layout.actors[0].device
+    score = TimedScore()
+    batch_size = int(cfg.algorithm.preference_generation_batch_size)
+    target = PolicySource(layout, batch_size)
+    comparator = PolicySource(layout, batch_size)  # the current copy: the same weights at an iteration's start
+    train_batch = int(cfg.algorithm.train_batch_size)
+    measured = []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    for index in range(1 + args.buffers):
+        row = train[index % len(train)]
+        score.seconds = 0.0
+        collecting, collection = timed(
+            device,
+            lambda: collect_preferences(
+                [row], target, settings, comparator=comparator, reward_config=run.reward_config, score=score
+            ),
+        )
+        batch = collection.batch
+        update = 0.0
+        for start in range(0, len(batch), train_batch):
+            chunk = dataclasses.replace(batch, pairs=batch.pairs[start : start + train_batch])
+            seconds, _ = timed(device, lambda: joint_dpo_update(layout, chunk, float(cfg.algorithm.dpo_beta)))
+            update += seconds
+        if index:
+            measured.append(
+                {"collection": collecting - score.seconds, "reward": score.seconds, "update": update, "pairs": len(batch)}
+            )
+        print(f"row {row.source_index}{' (warm-up)' if not index else ''}: {len(batch)} pairs, {collecting + update:.1f} s", flush=True)
+    pairs = statistics.fmean(m["pairs"] for m in measured)
+    per_row = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("collection", "reward", "update")}
+    iterations = int(cfg.algorithm.get("num_iterations", 1))
+    projected = iterations * len(train) * sum(per_row.values())
+    result = {
+        "algorithm": "madpo_iter",
+        "candidates_per_row": settings.num_candidates + settings.comparator_num_candidates,
+        "pairs_per_row": pairs,
+        "s_per_row": {**per_row, "total": sum(per_row.values())},
+        "update_s_per_pair": per_row["update"] / pairs if pairs else None,
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "projected_hours": projected / 3600,
+        "projection": f"{iterations} iterations x {len(train)} train rows",
+    }
+    target.close()
+    comparator.close()
+    layout.close()
+    return result
+
+
+def format_magrpo(r: dict[str, Any]) -> str:
+    s = r["s_per_env_step"]
+    peak = "n/a" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
+    return "\n".join(
+        [
+            f"MAGRPO, one buffer of {r['rows']} rows x K={r['k']} (mean role prompt {r['prompt_tokens']:.0f} tokens)",
+            "| generation s / env step | reward s / env step | update s / env step | total s / env step | peak GiB | "
+            f"projected {PAPER_ENV_STEPS} env steps |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {s['generation']:.3f} | {s['reward']:.4f} | {s['update']:.3f} | {s['total']:.3f} | "
+            f"{peak} | {r['projected_hours']:.2f} h |",
+        ]
+    )
+
+
+def format_madpo_iter(r: dict[str, Any]) -> str:
+    s = r["s_per_row"]
+    peak = "n/a" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
+    per_pair = "n/a" if r["update_s_per_pair"] is None else f"{r['update_s_per_pair']:.2f}"
+    return "\n".join(
+        [
+            f"MADPO-iter, per train row ({r['candidates_per_row']} joint candidates, {r['pairs_per_row']:.1f} pairs)",
+            "| collection s / row | reward s / row | update s / row | update s / pair | peak GiB | projected run |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {s['collection']:.1f} | {s['reward']:.2f} | {s['update']:.1f} | {per_pair} | {peak} | "
+            f"{r['projected_hours']:.2f} h ({r['projection']}) |",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algorithm", choices=("magrpo", "madpo_iter"), default="magrpo")
+    parser.add_argument("--buffers", type=int, default=1, help="measured buffers (MAGRPO) or rows (MADPO-iter)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    add_project_arguments(parser)
+    args = parser.parse_intermixed_args(argv)
+    cfg = compose_config([f"algorithm={args.algorithm}", *args.overrides], args.device)
+    run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_train_step"))
+    started = time.perf_counter()
+    if args.algorithm == "magrpo":
+        result = magrpo_buffers(cfg, run, args)
+        table = format_magrpo(result)
+    else:
+        result = madpo_iter_rows(cfg, run, args)
+        table = format_madpo_iter(result)
+    print(f"\nmodel {cfg.model.name}, {time.perf_counter() - started:.0f} s in all\n")
+    print(table)
+    if args.json:
+        args.json.write_text(json.dumps({"model": str(cfg.model.name), **result}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
