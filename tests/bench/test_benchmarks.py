@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench import actor_offload, generation, preference_collection, update
+from bench import actor_offload, generation, preference_collection, train_step, update
 
 
 def test_generation_benchmark_times_every_method(tmp_path, capsys):
@@ -61,3 +61,25 @@ def test_update_benchmark_times_both_layouts_on_the_same_weights(tmp_path, capsy
     assert [r["packed"] for r in results] == [False, True] and results[0]["loss"] != 0
     assert results[0]["loss"] == pytest.approx(results[1]["loss"], rel=1e-4, abs=1e-6)
     assert "| prompt packed once |" in capsys.readouterr().out
+
+
+TRAIN_STEP_OPTIONS = {
+    "magrpo": ["algorithm.rollout_buffer_size=1", "algorithm.num_generations=2"],
+    "madpo_iter": ["algorithm.preference_num_candidates=2", "algorithm.preference_generation_batch_size=2"],
+}
+
+
+@pytest.mark.parametrize("algorithm, timed", [("magrpo", "s_per_env_step"), ("madpo_iter", "s_per_row")])
+def test_train_step_benchmark_times_each_phase_and_projects_the_run(tmp_path, capsys, algorithm, timed):
+    out = tmp_path / "train_step.json"
+    code = train_step.main(
+        ["--algorithm", algorithm, "--device", "cpu", "--json", str(out), "model=tiny_random", "hardware=cpu",
+         "data=synthetic", "generation.max_value_tokens=2", "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS[algorithm]]
+    )
+    assert code == 0
+    result = json.loads(out.read_text())
+    phases = result[timed]
+    assert phases["total"] == pytest.approx(sum(seconds for phase, seconds in phases.items() if phase != "total"))
+    assert phases["generation" if algorithm == "magrpo" else "collection"] > 0 and phases["reward"] > 0
+    assert result["projected_hours"] > 0
+    assert "projected" in capsys.readouterr().out
