@@ -1,4 +1,5 @@
-"""Killing a child process with SIGKILL at a random point of repeated work (the atomic-write tests)."""
+"""Stopping child processes in tests: SIGKILL at a random point of repeated work (the atomic-write tests), and
+SIGTERM to a training run once it reached a given point (the resume tests)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import multiprocessing
 import os
 import random
 import signal
+import subprocess
 import time
 from typing import Any, Callable
 
@@ -25,3 +27,15 @@ def kill_at_random_point(work: Callable[..., None], args: tuple[Any, ...], rng: 
     time.sleep(rng.uniform(0.0, pause_s))
     os.kill(child.pid, signal.SIGKILL)
     child.join()
+
+
+def terminate_when(child: subprocess.Popen, ready: Callable[[], bool], what: str, timeout_s: float = 600) -> None:
+    """Wait until `ready()` (the run reached `what`), send the child SIGTERM and wait for it to stop; the run must
+    not have finished on its own first."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert child.poll() is None and time.monotonic() < deadline, f"the run ended before {what}"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)
+    child.communicate(timeout=timeout_s)
+    assert child.returncode != 0, f"the run finished before the signal reached a checkpoint point ({what})"

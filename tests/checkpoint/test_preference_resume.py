@@ -11,14 +11,13 @@ policy checkpoint the resumed run restores.
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.checkpoint.test_resume import records, weights
+from tests.kill import terminate_when
 from tests.preference_runs import ALGORITHMS, ENV, HISTORY_RUN, command, launch, smoke_overrides
 from travel.checkpoint.store import complete_checkpoints
 
@@ -37,13 +36,7 @@ def stop_and_resume(run_dir):
         command(run_dir, *overrides), cwd=run_dir.parent, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     marker, metrics = SIGNAL_AFTER.get(run_dir.name, '"time/collection_s"'), run_dir / "metrics.jsonl"
-    deadline = time.monotonic() + 600
-    while not (metrics.is_file() and marker in metrics.read_text()):
-        assert child.poll() is None and time.monotonic() < deadline, f"{run_dir.name} ended before {marker} was logged"
-        time.sleep(0.05)
-    child.send_signal(signal.SIGTERM)
-    child.communicate(timeout=600)
-    assert child.returncode != 0, f"{run_dir.name} finished before the signal reached a checkpoint point"
+    terminate_when(child, lambda: metrics.is_file() and marker in metrics.read_text(), f"{run_dir.name} logged {marker}")
     stopped = [path.name for path in complete_checkpoints(run_dir)]
     return stopped, (run_dir / "status").read_text(), launch(run_dir, *overrides, "resume=auto")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import REPO_ROOT, compose_config
-from tests.kill import kill_at_random_point
+from tests.kill import kill_at_random_point, terminate_when
 from tests.logging.wandb_files import read_records
 from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
@@ -50,13 +49,8 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_records_and_weigh
     child = subprocess.Popen(
         [*LAUNCH, f"hydra.run.dir={run_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET
     )
-    deadline = time.monotonic() + 300
-    while not (run_dir / "checkpoints" / "env_step_0" / "checkpoint.json").exists():  # the first evaluation point
-        assert child.poll() is None and time.monotonic() < deadline, "the run ended before its first checkpoint"
-        time.sleep(0.05)
-    child.send_signal(signal.SIGTERM)
-    _, stderr = child.communicate(timeout=300)
-    assert child.returncode != 0, "the run finished before the signal"
+    first = run_dir / "checkpoints" / "env_step_0" / "checkpoint.json"  # the first evaluation point
+    terminate_when(child, first.exists, "its first checkpoint", timeout_s=300)
     status = (run_dir / "status").read_text()
     assert status.startswith("failed\nRunInterrupted: SIGTERM at env step "), status
     stopped = [path.name for path in complete_checkpoints(run_dir)]
