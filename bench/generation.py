@@ -194,7 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated StructuredDecoder step backends to time (eager, static, cuda_graph); a static "
         "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. "
         "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16) and a fourth decodes over a weight copy in "
-        "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy)",
+        "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy); '+jump' feeds whole forced runs "
+        "(generation.jump_forced, e.g. cuda_graph:shared+jump)",
+    )
+    parser.add_argument(
+        "--actions",
+        action="store_true",
+        help="decode real role actions (values close when the policy closes them) instead of the full token budget; "
+        "'ms / step' is then per decode step, and the note gives the steps and tokens per action",
     )
     parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -250,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
 
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
+        spec, _, option = spec.partition("+")
+        if option not in ("", "jump"):
+            raise SystemExit(f"--step-backends: unknown option +{option} (only +jump)")
         backend, _, rest = spec.partition(":")
         layout, _, rest = rest.partition(":")
         compute, _, weights = rest.partition(":")
@@ -259,11 +269,12 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.new_tokens,
             temperature=0.7,
             top_p=0.8,
-            fill_budget=True,
+            fill_budget=not args.actions,
             step_backend=backend,
             share_prompt_cache={"": "auto", "repeated": "never", "shared": "always"}[layout],
             compute_dtype=compute or None,
             decode_weights=weights or "master",
+            jump_forced=option == "jump",
         )
         seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
         candidates = groups[0]
@@ -276,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         label = backend if not layout else f"{backend}, prompt {layout}"
         label += f", {compute} compute" if compute else ""
         label += f", {compute} weight copy" if weights == "copy" else ""
-        results.append(Measurement(f"StructuredDecoder ({label})", seconds, args.new_tokens, args.candidates, peak, note))
+        label += ", forced runs in one step" if option == "jump" else ""
+        steps = args.new_tokens
+        if args.actions:
+            steps = decoder.last_decode_steps
+            note += f"; {steps} decode steps, {sum(lengths) / len(lengths):.0f} tokens per action"
+        results.append(Measurement(f"StructuredDecoder ({label})", seconds, steps, args.candidates, peak, note))
 
     print()
     print(format_table(results, weights_bytes))

@@ -58,6 +58,7 @@ def check_run_options(run: "Run") -> None:
     hardware = run.cfg.hardware
     for option, flag in (
         ("generation.greedy_eval", generation.greedy_eval),
+        ("generation.jump_forced", generation.get("jump_forced", False)),
         ("hardware.offload_inactive_actor", hardware.offload_inactive_actor),
         ("hardware.gradient_checkpointing", hardware.gradient_checkpointing),
     ):

@@ -161,6 +161,7 @@ def build_layout(
             temperature=float(generation["temperature"]),
             top_p=float(generation["top_p"]),
             values=str(generation.get("values", "free")),
+            jump_forced=bool(generation.get("jump_forced", False)),
             compute_dtype=compute_dtype,
             decode_weights=str(hardware.get("decode_weights", "master")),
         )

@@ -3,16 +3,10 @@
 The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once, the caches
 are merged left-padded and expanded to K rows per prompt with room for the whole token budget
 (travel/generation/kv_cache.py), and then every step runs one forward for all rows: on CUDA a
-fixed-shape step replayed from a CUDA graph (travel/generation/static_step.py). Per row the state
-lives in device tensors (slot, mode, escape state, has_content, value token count, generated count,
-forced-sequence id and pointer); tables gathered per step decide what is legal:
-
-- VALUE mode: the policy samples among the value-admissible tokens (travel/generation/value_vocab.py).
-  Before sampling, the value is closed by force when it reached `max_value_tokens`, or when the
-  remaining budget could no longer pay for one more token, the longest close and `-"` + suffix for
-  every later slot; so `max_new_tokens` is never exceeded and every row ends with `}]}`.
-- FORCED mode: the next token of the pending forced sequence (close and/or schema suffix).
-- DONE: the row emits padding that is not part of its output.
+fixed-shape step replayed from a CUDA graph (travel/generation/static_step.py), or with `jump_forced` a
+multi-token step that feeds whole forced runs (travel/generation/jump_step.py). The loop and its per-row state
+machine (value, forced and done modes; forced closes at the token cap or the budget, so `max_new_tokens` is
+never exceeded and every row ends with `}]}`) are travel/generation/decode_loop.py.
 
 A candidate's text is the assistant prefill plus its decoded tokens: the reward-facing action text,
 identical to `format_action` of the values as written. Its value mask is 1 exactly for sampled
@@ -29,6 +23,7 @@ from typing import Any
 import torch
 
 from travel.agents.models import resolve_dtype
+from travel.generation.decode_loop import decode_loop, jump_width
 from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
@@ -40,27 +35,19 @@ from travel.generation.model_io import (
     model_device,
     new_cache,
 )
+from travel.generation.jump_step import JumpDecodeStep, SharedPrefixJumpStep
 from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
-from travel.generation.sampling import (
-    ensure_legal,
-    greedy_choice,
-    sample_choice,
-    seeded_uniforms,
-    validate_sampling,
-)
+from travel.generation.sampling import validate_sampling
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
-from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank, SlotPlan, build_slot_plan
+from travel.generation.skeleton import SlotPlan, build_slot_plan
 from travel.generation.static_step import StaticDecodeStep, aligned_capacity, supports_static_steps
 from travel.generation.value_trie import TrieCache, checked_slot_values
-from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
-VALUE, FORCED, DONE = 0, 1, 2
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
 PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
-            "share_prompt_cache", "values", "compute_dtype", "decode_weights")  # what `with_model` copies
-DONE_CHECK_INTERVAL = 8  # steps between checks whether every row finished (each check waits for the GPU)
+            "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced")  # what `with_model` copies
 
 
 class StructuredDecoder:
@@ -78,6 +65,7 @@ class StructuredDecoder:
         values: str = "free",
         compute_dtype: str | None = None,
         decode_weights: str = "master",
+        jump_forced: bool = False,
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -93,7 +81,9 @@ class StructuredDecoder:
         slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap.
         `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype.
         `decode_weights`: `master` decodes over the model's own weights (under that autocast), `copy` over a copy
-        in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py)."""
+        in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py).
+        `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
+        (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -123,6 +113,8 @@ class StructuredDecoder:
         self.values = values
         self.compute_dtype = compute_dtype
         self.decode_weights = decode_weights
+        self.jump_forced = bool(jump_forced)
+        self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
         self._weights = DecodeWeights(resolve_dtype(compute_dtype)) if decode_weights == "copy" else None
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
@@ -222,7 +214,7 @@ class StructuredDecoder:
         """'static' or 'cuda_graph' when decode steps run with fixed shapes, None for the eager loop."""
         backend = self.step_backend
         if backend == "auto":
-            backend = "cuda_graph" if device.type == "cuda" else "eager"
+            backend = "cuda_graph" if device.type == "cuda" else "static" if self.jump_forced else "eager"
         if backend == "eager" or not preallocated or not supports_static_steps(model):
             return None
         return backend
@@ -235,6 +227,7 @@ class StructuredDecoder:
         device: torch.device,
         preallocated: bool,
         shared: bool = False,
+        spare: int = 0,
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run every prompt through the model once and expand to `repeats` rows per prompt.
 
@@ -262,7 +255,7 @@ class StructuredDecoder:
                     )
                 )
                 caches.append(cache)
-            extra = 0 if shared else aligned_capacity(width, self.max_new_tokens) - width
+            extra = 0 if shared else aligned_capacity(width, self.max_new_tokens + spare) - width
             cache = merge_prompt_caches(caches, 1 if shared else repeats, extra)
             logits = torch.cat(last_logits, dim=0)
         else:
@@ -298,123 +291,28 @@ class StructuredDecoder:
         # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
         sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(model)
-        cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared)
+        spare = jump_width(plans) if static is not None and self.jump_forced else 0  # a jump step's padding
+        cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
         graph = static == "cuda_graph"
+        jump = static is not None and self.jump_forced
+        width = jump_width(plans) if jump else 1
         if static is None:
             forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
+        elif shared and jump:
+            forward_step = SharedPrefixJumpStep(
+                model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, width, graph
+            )
         elif shared:
             forward_step = SharedPrefixDecodeStep(
                 model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph
             )
+        elif jump:
+            forward_step = JumpDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, width, graph)
         else:
             forward_step = StaticDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, graph)
         with forward_step.attention():
-            return self._decode_loop(
-                plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values
+            *outputs, self.last_decode_steps = decode_loop(
+                self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,
+                jump=jump,
             )
-
-    def _decode_loop(
-        self,
-        plans: list[SlotPlan],
-        logits: torch.Tensor,
-        k: int,
-        greedy: bool,
-        return_logprobs: bool,
-        generator: torch.Generator | None,
-        row_seeds: torch.Tensor | None,
-        device: torch.device,
-        forward_step: Any,
-        slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        rows, vocab = logits.shape
-        host_tables = value_tables(self.tokenizer, vocab)
-        tables = host_tables.on(device)
-        catalog = None if slot_values is None else self._tries.tables(slot_values, k, host_tables, device)
-        bank = ForcedSequenceBank.of(plans, self.pad_token_id, device)
-        seq_base = bank.sequence_base.repeat_interleave(k)
-        tail_base = bank.tail_base.repeat_interleave(k)
-        num_slots = bank.num_slots.repeat_interleave(k)
-        reserve = 1 + bank.longest_close
-        budget = self.max_new_tokens
-        # a catalog value is as long as its trie path: no token cap
-        value_cap = budget + 1 if self.fill_budget or catalog is not None else self.max_value_tokens
-
-        def zeros(dtype: torch.dtype = torch.long) -> torch.Tensor:
-            return torch.zeros(rows, dtype=dtype, device=device)
-
-        slot, mode, escape, seq, pos, value_count, generated = (zeros() for _ in range(7))
-        has_content = zeros(torch.bool)
-        logprob_sum = torch.zeros(rows, dtype=torch.float32, device=device)
-        out_tokens = torch.full((rows, budget), self.pad_token_id, dtype=torch.long, device=device)
-        out_mask = torch.zeros((rows, budget), dtype=torch.bool, device=device)
-        pad = torch.full((rows,), self.pad_token_id, dtype=torch.long, device=device)
-        node = None if catalog is None else catalog.root(slot)
-
-        for step in range(budget):
-            # Close values that hit the token cap or can no longer afford another token.
-            in_value = mode == VALUE
-            tail = bank.tails[tail_base + slot]
-            must_close = in_value & ((value_count >= value_cap) | (budget - generated < reserve + tail))
-            code = 1 + has_content.long() * ESCAPE_STATES + escape
-            seq = torch.where(must_close, seq_base + slot * SEQUENCES_PER_SLOT + code, seq)
-            pos = torch.where(must_close, torch.zeros_like(pos), pos)
-            mode = torch.where(must_close, torch.full_like(mode, FORCED), mode)
-            in_value, in_forced, active = mode == VALUE, mode == FORCED, mode != DONE
-
-            legal = tables.admissible[escape * 2 + has_content.long()]
-            if self.fill_budget:
-                legal = legal & ~tables.closes[escape]
-            if catalog is not None:
-                legal = torch.where(in_value[:, None], catalog.legal(node), legal)
-            if greedy:
-                chosen = greedy_choice(logits, legal)
-            else:
-                uniforms = None if row_seeds is None else seeded_uniforms(row_seeds, step, vocab)
-                chosen = sample_choice(logits, legal, self.temperature, self.top_p, generator, uniforms)
-            chosen = ensure_legal(chosen, legal)
-            forced_token = bank.tokens[seq, pos]
-            token = torch.where(in_value, chosen, torch.where(in_forced, forced_token, pad))
-            if return_logprobs:
-                token_logprob = torch.log_softmax(logits, dim=-1).gather(1, token[:, None]).squeeze(1)
-                logprob_sum += torch.where(in_value, token_logprob, torch.zeros_like(token_logprob))
-
-            # Value rows: advance the string state; a closing quote schedules the slot's suffix.
-            closes = in_value & tables.closes[escape, token]
-            has_content = has_content | (in_value & tables.adds_content[escape, token])
-            escape = torch.where(in_value, tables.next_state[escape, token], escape)
-            value_count = value_count + in_value.long()
-            # Forced rows: advance the pointer; a finished sequence opens the next slot or ends the row.
-            pos = pos + in_forced.long()
-            finished = in_forced & (pos >= bank.lengths[seq])
-            last = slot + 1 >= num_slots
-            next_slot = finished & ~last
-            mode = torch.where(closes, torch.full_like(mode, FORCED), mode)
-            mode = torch.where(finished & last, torch.full_like(mode, DONE), mode)
-            mode = torch.where(next_slot, torch.full_like(mode, VALUE), mode)
-            seq = torch.where(closes, seq_base + slot * SEQUENCES_PER_SLOT, seq)
-            pos = torch.where(closes, torch.zeros_like(pos), pos)
-            slot = slot + next_slot.long()
-            escape = torch.where(next_slot, torch.zeros_like(escape), escape)
-            has_content = has_content & ~next_slot
-            value_count = torch.where(next_slot, torch.zeros_like(value_count), value_count)
-            if catalog is not None:
-                node = torch.where(in_value & ~closes, catalog.advance(node, token), node)
-                node = torch.where(next_slot, catalog.root(slot), node)
-
-            out_tokens[:, step] = token
-            out_mask[:, step] = in_value
-            generated = generated + active.long()
-            if step + 1 == budget:
-                break
-            # Finished rows only emit padding, so checking every few steps changes no output and spares
-            # the GPU from waiting on the CPU after every step.
-            if not self.fill_budget and (step + 1) % DONE_CHECK_INTERVAL == 0 and not bool((mode != DONE).any()):
-                break
-            logits = forward_step(token, step)
-        if bool((mode != DONE).any()):  # unreachable by the budget rule; kept as a loud guard
-            raise RuntimeError("structured decoding ended with an unfinished action")
-        logprobs = None
-        if return_logprobs:
-            counts = out_mask.sum(dim=1)
-            logprobs = torch.where(counts > 0, logprob_sum / counts.clamp(min=1), torch.zeros_like(logprob_sum))
-        return out_tokens.cpu(), out_mask.cpu(), generated.cpu(), None if logprobs is None else logprobs.cpu()
+        return tuple(outputs)  # type: ignore[return-value]

@@ -6,7 +6,7 @@ Greedy takes the argmax over legal tokens; torch.argmax returns the first maximu
 lowest token id.
 
 Randomness comes either from a torch.Generator (multinomial draws over the whole batch) or from
-per-row seeds: a counter-based hash of (row seed, step, token id) gives Gumbel noise, so a row's
+per-row seeds: a counter-based hash of (row seed, token index, token id) gives Gumbel noise, so a row's
 samples depend only on its own seed, not on which other rows share the batch.
 """
 
@@ -60,13 +60,15 @@ def _splitmix(x: torch.Tensor) -> torch.Tensor:
     return x ^ _shift_right(x, 31)
 
 
-def seeded_uniforms(row_seeds: torch.Tensor, step: int, vocab: int) -> torch.Tensor:
-    """(rows, vocab) uniforms strictly inside (0, 1), a pure function of (row seed, step, token id).
+def seeded_uniforms(row_seeds: torch.Tensor, step: int | torch.Tensor, vocab: int) -> torch.Tensor:
+    """(rows, vocab) uniforms strictly inside (0, 1), a pure function of (row seed, step, token id); `step` is
+    one int for every row or a (rows,) tensor (the decoder passes each row's generated-token count).
 
     23 random bits: (k + 0.5) / 2**23 is exact in float32, so no draw rounds to 0 or 1 (which would
     make the Gumbel noise infinite and the argmax NaN).
     """
-    keys = _splitmix(row_seeds.long() * _GOLDEN + torch.full_like(row_seeds, step, dtype=torch.long) * _STEP)
+    steps = step.long() if isinstance(step, torch.Tensor) else torch.full_like(row_seeds, step, dtype=torch.long)
+    keys = _splitmix(row_seeds.long() * _GOLDEN + steps * _STEP)
     tokens = torch.arange(vocab, device=row_seeds.device, dtype=torch.long) * _GOLDEN
     bits = _splitmix(keys[:, None] ^ tokens[None, :])
     return (_shift_right(bits, 41).float() + 0.5) / float(1 << 23)

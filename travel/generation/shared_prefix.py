@@ -28,6 +28,7 @@ from travel.generation.static_step import (
     StaticPositionLayer,
     aligned_capacity,
     masked_decode_step,
+    per_query_mask,
     register_attention,
     transformers_sdpa,
 )
@@ -54,28 +55,31 @@ def shared_prefix_decode_attention(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """One-token steps over a shared prefix plus each row's suffix (`key`, `value`, masked by
-    `attention_mask`); anything else goes to transformers' own SDPA function."""
+    """Decode steps (one token, or a jump step's W) over a shared prefix plus each row's suffix (`key`, `value`,
+    masked by `attention_mask`); anything else goes to transformers' own SDPA function."""
     state = _ACTIVE
     if state is None or not masked_decode_step(query, attention_mask, dropout):
         return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     prefix_keys, prefix_values = state.layers[module.layer_idx]
-    rows, query_heads, _, head_dim = query.shape
+    rows, query_heads, new_tokens, head_dim = query.shape
     prompts, kv_heads, width, _ = prefix_keys.shape
-    repeats, group, capacity = rows // prompts, query_heads // kv_heads, key.shape[-2]
+    repeats, capacity = rows // prompts, key.shape[-2]
+    heads_per_kv = query_heads // kv_heads
+    group = heads_per_kv * new_tokens  # queries per key/value head and row: heads x new positions (jump steps)
     scale = head_dim**-0.5 if scaling is None else scaling
     # query head h uses key/value head h // group (transformers' repeat_kv order); rows are prompt-major
     per_row = query.reshape(rows, kv_heads, group, head_dim)
     per_prompt = per_row.reshape(prompts, repeats, kv_heads, group, head_dim).transpose(1, 2)
     per_prompt = per_prompt.reshape(prompts, kv_heads, repeats * group, head_dim)
     prefix_scores = torch.matmul(per_prompt, prefix_keys.transpose(-1, -2)).float() * scale + state.bias
-    suffix_scores = torch.matmul(per_row, key.transpose(-1, -2)).float() * scale + attention_mask.float()
+    suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
+    suffix_scores = torch.matmul(per_row, key.transpose(-1, -2)).float() * scale + suffix_mask
     suffix_scores = _to_prompts(suffix_scores, prompts, repeats)
     weights = torch.softmax(torch.cat([prefix_scores, suffix_scores], dim=-1), dim=-1).to(value.dtype)
     from_prefix = torch.matmul(weights[..., :width], prefix_values)  # (prompts, kv heads, K x group, head dim)
     from_suffix = torch.matmul(_to_rows(weights[..., width:], prompts, repeats, capacity), value)
     output = _to_rows(from_prefix, prompts, repeats, head_dim) + from_suffix  # (rows, kv heads, group, head dim)
-    return output.reshape(rows, query_heads, 1, head_dim).transpose(1, 2), None
+    return output.reshape(rows, query_heads, new_tokens, head_dim).transpose(1, 2), None
 
 
 def _to_prompts(tensor: torch.Tensor, prompts: int, repeats: int) -> torch.Tensor:

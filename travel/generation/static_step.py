@@ -42,8 +42,20 @@ MASK_ALIGNMENT = 16  # memory-efficient attention wants the mask's last dim alig
 
 
 def masked_decode_step(query: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float) -> bool:
-    """A one-token step with a 4D additive mask and no dropout: what the decode attention functions serve."""
-    return query.shape[2] == 1 and attention_mask is not None and attention_mask.dim() == 4 and not dropout
+    """A decode step (one token per row, or a jump step's W) with its own 4D additive mask (rows, 1, W, capacity)
+    and no dropout: what the decode attention functions serve."""
+    return (
+        attention_mask is not None
+        and attention_mask.dim() == 4
+        and attention_mask.shape[2] == query.shape[2]
+        and not dropout
+    )
+
+
+def per_query_mask(attention_mask: torch.Tensor, group: int) -> torch.Tensor:
+    """The (rows, 1, W, capacity) mask for queries grouped as (rows, kv heads, group x W, head dim): query
+    g * W + i is position i. A one-token mask broadcasts as it is."""
+    return attention_mask if attention_mask.shape[2] == 1 else attention_mask.repeat(1, 1, group, 1)
 
 
 def transformers_sdpa(module: Any, query, key, value, attention_mask, scaling, dropout, **kwargs: Any):
@@ -63,16 +75,18 @@ def grouped_decode_attention(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers attention function: one-token steps with a 4D mask attend per key/value head; anything
-    else (prefill, training) goes to transformers' own SDPA function."""
+    """transformers attention function: decode steps with their 4D mask attend per key/value head (no copy of
+    the cache per query head); anything else (prefill, training) goes to transformers' own SDPA function."""
     if not masked_decode_step(query, attention_mask, dropout):
         return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    batch, query_heads, _, head_dim = query.shape
+    batch, query_heads, width, head_dim = query.shape
     kv_heads = key.shape[1]
+    group = query_heads // kv_heads
     # query head h uses key/value head h // group (transformers' repeat_kv order)
-    grouped = query.reshape(batch, kv_heads, query_heads // kv_heads, head_dim)
-    output = F.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask, scale=scaling)
-    return output.reshape(batch, query_heads, 1, head_dim).transpose(1, 2), None
+    grouped = query.reshape(batch, kv_heads, group * width, head_dim)
+    mask = per_query_mask(attention_mask, group)
+    output = F.scaled_dot_product_attention(grouped, key, value, attn_mask=mask, scale=scaling)
+    return output.reshape(batch, query_heads, width, head_dim).transpose(1, 2), None
 
 
 def register_attention(name: str, function: Any) -> bool:

@@ -1,0 +1,160 @@
+"""Multi-token decode steps: each row feeds up to W tokens in one fixed-shape forward (generation.jump_forced).
+
+Most tokens of a role action are forced (`"}, {"day": 2, "field": "lunch", "value": "`); the one-token steps
+spend a forward on each. Here a row feeds all the tokens it emits in a loop iteration (travel/generation/
+decode_loop.py: one value token, or a whole forced run) and gets back the logits after its last one, so an
+action costs about one forward per value token plus one per slot. Shapes stay fixed (W = 1 + the longest
+forced sequence), so the step is captured in a CUDA graph like the one-token steps:
+
+- each row writes its tokens' keys and values at its own cache columns (`RowPositionLayer`: its generated
+  count onwards); a row's padding positions (past its count) write columns that its next real tokens
+  overwrite before any query can see them;
+- the additive mask (rows, 1, W, capacity) opens, for query i of a row, the row's prompt and its generated
+  columns up to its i-th new token;
+- the model returns the logits of all W positions and the step keeps each row's last real one.
+
+`JumpDecodeStep` works over the repeated cache (each candidate its own copy of the prompt);
+`SharedPrefixJumpStep` over the prompt-once cache of travel/generation/shared_prefix.py, whose attention
+functions take W query positions as they take one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from travel.generation.shared_prefix import PrefixState, shared_prefix_attention
+from travel.generation.static_step import DynamicLayer, aligned_capacity, grouped_attention
+
+if DynamicLayer is not None:
+
+    class RowPositionLayer(DynamicLayer):
+        """Keys and values over the whole capacity; `update` writes token i of row r at `columns[r, i]`."""
+
+        def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, columns: torch.Tensor):
+            super().__init__()
+            self.keys, self.values, self.columns = key_buffer, value_buffer, columns
+            self.dtype, self.device = key_buffer.dtype, key_buffer.device
+            self.is_initialized = True
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            raise RuntimeError("a RowPositionLayer is created initialised")
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+            index = self.columns[:, None, :, None].expand(-1, key_states.shape[1], -1, key_states.shape[3])
+            self.keys.scatter_(2, index, key_states.to(self.keys.dtype))
+            self.values.scatter_(2, index, value_states.to(self.values.dtype))
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return int(self.keys.shape[-2])
+
+
+class JumpDecodeStep:
+    """Callable `(tokens (rows, W), counts (rows,), generated (rows,)) -> (rows, vocab)` float32 logits after each
+    row's last real token, over a merged preallocated cache (`merge_prompt_caches`, capacity from
+    `aligned_capacity(width, new_tokens + W)`); `attention` is the (rows, width) prompt mask."""
+
+    def __init__(
+        self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor, width: int,
+        cuda_graph: bool = False,
+    ):
+        rows, prompt_width = attention.shape
+        capacity = cache.layers[0]._key_buffer.shape[-2]
+        prompt_bias = torch.full((rows, 1, 1, capacity), float("-inf"), dtype=cache.layers[0]._key_buffer.dtype,
+                                 device=attention.device)
+        prompt_bias[:, 0, 0, :prompt_width].masked_fill_(attention.bool(), 0.0)
+        columns = torch.zeros((rows, width), dtype=torch.long, device=attention.device)
+        for index, layer in enumerate(cache.layers):
+            for buffer in (layer._key_buffer, layer._value_buffer):
+                buffer[:, :, prompt_width:] = 0  # masked, but 0 * NaN garbage would still poison the output
+            cache.layers[index] = RowPositionLayer(layer._key_buffer, layer._value_buffer, columns)
+        self._start(model, cache, cache_name, prompt_bias, columns, prompt_width, prompt_lengths, width, cuda_graph)
+
+    def _start(self, model, cache, cache_name, prompt_bias, columns, first_column, prompt_lengths, width, cuda_graph):
+        """`prompt_bias` (rows, 1, 1, capacity): 0 where a row may always attend (its prompt), -inf elsewhere; the
+        generated tokens start at column `first_column`."""
+        device = prompt_bias.device
+        self.model, self.cache, self.cache_name = model, cache, cache_name
+        self.prompt_bias, self.columns, self.first_column = prompt_bias, columns, first_column
+        self.prompt_lengths, self.width = prompt_lengths, width
+        rows, capacity = prompt_bias.shape[0], prompt_bias.shape[-1]
+        self.generated_index = torch.arange(capacity, device=device) - first_column  # per column; < 0: the prompt
+        self.offsets = torch.arange(width, device=device)
+        self.input_ids = torch.zeros((rows, width), dtype=torch.long, device=device)
+        self.positions = torch.zeros((rows, width), dtype=torch.long, device=device)
+        self.bias = prompt_bias.new_zeros((rows, 1, width, capacity))
+        self.use_graph = cuda_graph and device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.logits: torch.Tensor | None = None
+
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        return grouped_attention(self.model)
+
+    def _forward(self) -> torch.Tensor:
+        output = self.model(
+            input_ids=self.input_ids,
+            attention_mask=self.bias,
+            position_ids=self.positions,
+            use_cache=True,
+            logits_to_keep=self.width,
+            **{self.cache_name: self.cache},
+        )
+        return output.logits.float()
+
+    def __call__(self, tokens: torch.Tensor, counts: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
+        # (rows, W): each query's generated-token index; the loop keeps it under max_new_tokens + W, the capacity
+        index = generated[:, None] + self.offsets[None, :]
+        self.input_ids.copy_(tokens)
+        torch.add(self.prompt_lengths[:, None], index, out=self.positions)
+        torch.add(index, self.first_column, out=self.columns)
+        visible = (self.generated_index[None, None, :] >= 0) & (self.generated_index[None, None, :] <= index[:, :, None])
+        self.bias.copy_(torch.where(visible[:, None], torch.zeros_like(self.bias), self.prompt_bias.expand_as(self.bias)))
+        logits = self._forward() if not self.use_graph else self._replay()
+        last = (counts - 1).clamp(min=0)
+        return logits[torch.arange(logits.shape[0], device=logits.device), last]
+
+    def _replay(self) -> torch.Tensor:
+        if self.graph is None:
+            stream = torch.cuda.Stream(device=self.input_ids.device)
+            stream.wait_stream(torch.cuda.current_stream(self.input_ids.device))
+            with torch.cuda.stream(stream):
+                logits = self._forward()  # warm-up; writes the same keys as the capture's
+            torch.cuda.current_stream(self.input_ids.device).wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self.logits = self._forward()
+            self.graph = graph
+            return logits
+        self.graph.replay()
+        return self.logits  # type: ignore[return-value]
+
+
+class SharedPrefixJumpStep(JumpDecodeStep):
+    """`JumpDecodeStep` over a prompt-once cache (`merge_prompt_caches(caches, 1, 0)`): `attention` is the
+    (prompts, width) prompt mask, `prompt_lengths` the (rows,) lengths of each prompt's `repeats` rows."""
+
+    def __init__(
+        self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor,
+        repeats: int, new_tokens: int, width: int, cuda_graph: bool = False,
+    ):
+        prompts, prompt_width = attention.shape
+        capacity = aligned_capacity(0, new_tokens + width)
+        columns = torch.zeros((prompts * repeats, width), dtype=torch.long, device=attention.device)
+        prefix = []
+        for index, layer in enumerate(cache.layers):
+            keys, values = layer._key_buffer, layer._value_buffer
+            prefix.append((keys, values))
+            suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
+            cache.layers[index] = RowPositionLayer(suffix[0], suffix[1], columns)
+        prefix_bias = torch.full((prompts, 1, 1, prompt_width), float("-inf"), dtype=torch.float32, device=attention.device)
+        prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
+        self.prefix = PrefixState(prefix, prefix_bias)
+        # the suffix holds generated tokens only: nothing is visible before a row writes it
+        none = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=keys.dtype, device=attention.device)
+        self._start(model, cache, cache_name, none, columns, 0, prompt_lengths, width, cuda_graph)
+
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        return shared_prefix_attention(self.model, self.prefix)
