@@ -25,34 +25,27 @@ from typing import Any
 
 import torch
 
-from travel.generation.shared_prefix import PrefixState, shared_prefix_attention
-from travel.generation.static_step import DynamicLayer, aligned_capacity, grouped_attention
+from travel.generation.shared_prefix import shared_prefix_attention, split_prefix
+from travel.generation.static_step import StaticDecodeStep, aligned_capacity
 
-if DynamicLayer is not None:
+try:
+    from travel.generation.static_step import StaticPositionLayer
+except ImportError:  # transformers < 4.56 has no per-layer cache objects
+    StaticPositionLayer = None  # type: ignore[assignment,misc]
 
-    class RowPositionLayer(DynamicLayer):
-        """Keys and values over the whole capacity; `update` writes token i of row r at `columns[r, i]`."""
+if StaticPositionLayer is not None:
 
-        def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, columns: torch.Tensor):
-            super().__init__()
-            self.keys, self.values, self.columns = key_buffer, value_buffer, columns
-            self.dtype, self.device = key_buffer.dtype, key_buffer.device
-            self.is_initialized = True
-
-        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-            raise RuntimeError("a RowPositionLayer is created initialised")
+    class RowPositionLayer(StaticPositionLayer):
+        """Keys and values over the whole capacity; `update` writes token i of row r at column `write_index[r, i]`."""
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
-            index = self.columns[:, None, :, None].expand(-1, key_states.shape[1], -1, key_states.shape[3])
+            index = self.write_index[:, None, :, None].expand(-1, key_states.shape[1], -1, key_states.shape[3])
             self.keys.scatter_(2, index, key_states.to(self.keys.dtype))
             self.values.scatter_(2, index, value_states.to(self.values.dtype))
             return self.keys, self.values
 
-        def get_seq_length(self) -> int:
-            return int(self.keys.shape[-2])
 
-
-class JumpDecodeStep:
+class JumpDecodeStep(StaticDecodeStep):
     """Callable `(tokens (rows, W), counts (rows,), generated (rows,)) -> (rows, vocab)` float32 logits after each
     row's last real token, over a merged preallocated cache (`merge_prompt_caches`, capacity from
     `aligned_capacity(width, new_tokens + W)`); `attention` is the (rows, width) prompt mask."""
@@ -90,9 +83,6 @@ class JumpDecodeStep:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
 
-    def attention(self) -> contextlib.AbstractContextManager[None]:
-        return grouped_attention(self.model)
-
     def _forward(self) -> torch.Tensor:
         output = self.model(
             input_ids=self.input_ids,
@@ -112,24 +102,15 @@ class JumpDecodeStep:
         torch.add(index, self.first_column, out=self.columns)
         visible = (self.generated_index[None, None, :] >= 0) & (self.generated_index[None, None, :] <= index[:, :, None])
         self.bias.copy_(torch.where(visible[:, None], torch.zeros_like(self.bias), self.prompt_bias.expand_as(self.bias)))
-        logits = self._forward() if not self.use_graph else self._replay()
+        if not self.use_graph:
+            logits = self._forward()
+        elif self.graph is None:
+            logits = self._capture()
+        else:
+            self.graph.replay()
+            logits = self.logits
         last = (counts - 1).clamp(min=0)
         return logits[torch.arange(logits.shape[0], device=logits.device), last]
-
-    def _replay(self) -> torch.Tensor:
-        if self.graph is None:
-            stream = torch.cuda.Stream(device=self.input_ids.device)
-            stream.wait_stream(torch.cuda.current_stream(self.input_ids.device))
-            with torch.cuda.stream(stream):
-                logits = self._forward()  # warm-up; writes the same keys as the capture's
-            torch.cuda.current_stream(self.input_ids.device).wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self.logits = self._forward()
-            self.graph = graph
-            return logits
-        self.graph.replay()
-        return self.logits  # type: ignore[return-value]
 
 
 class SharedPrefixJumpStep(JumpDecodeStep):
@@ -140,20 +121,13 @@ class SharedPrefixJumpStep(JumpDecodeStep):
         self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor,
         repeats: int, new_tokens: int, width: int, cuda_graph: bool = False,
     ):
-        prompts, prompt_width = attention.shape
+        prompts = attention.shape[0]
         capacity = aligned_capacity(0, new_tokens + width)
         columns = torch.zeros((prompts * repeats, width), dtype=torch.long, device=attention.device)
-        prefix = []
-        for index, layer in enumerate(cache.layers):
-            keys, values = layer._key_buffer, layer._value_buffer
-            prefix.append((keys, values))
-            suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
-            cache.layers[index] = RowPositionLayer(suffix[0], suffix[1], columns)
-        prefix_bias = torch.full((prompts, 1, 1, prompt_width), float("-inf"), dtype=torch.float32, device=attention.device)
-        prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
-        self.prefix = PrefixState(prefix, prefix_bias)
+        self.prefix = split_prefix(cache, attention, repeats, capacity, lambda k, v: RowPositionLayer(k, v, columns))
+        dtype = self.prefix.layers[0][0].dtype
         # the suffix holds generated tokens only: nothing is visible before a row writes it
-        none = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=keys.dtype, device=attention.device)
+        none = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)
         self._start(model, cache, cache_name, none, columns, 0, prompt_lengths, width, cuda_graph)
 
     def attention(self) -> contextlib.AbstractContextManager[None]:

@@ -105,6 +105,21 @@ def shared_prefix_supported(model: Any) -> bool:
     return ATTENTION_REGISTERED and bool(attention) and all(hasattr(module, "layer_idx") for module in attention)
 
 
+def split_prefix(cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any) -> PrefixState:
+    """The prompt-once cache's keys and values as the shared prefix, each cache layer replaced by
+    `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers."""
+    prompts, width = attention.shape
+    prefix = []
+    for index, layer in enumerate(cache.layers):
+        keys, values = layer._key_buffer, layer._value_buffer
+        prefix.append((keys, values))
+        suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
+        cache.layers[index] = suffix_layer(suffix[0], suffix[1])
+    prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
+    prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
+    return PrefixState(prefix, prefix_bias)
+
+
 class SharedPrefixDecodeStep(StaticDecodeStep):
     """`StaticDecodeStep` over a prompt-once cache: `cache` comes from `merge_prompt_caches(caches, 1, 0)`
     (one row per prompt), `attention` is the (prompts, width) prompt mask, `prompt_lengths` the (rows,)
@@ -121,19 +136,12 @@ class SharedPrefixDecodeStep(StaticDecodeStep):
         new_tokens: int,
         cuda_graph: bool = False,
     ):
-        prompts, width = attention.shape
+        prompts = attention.shape[0]
         capacity = aligned_capacity(0, new_tokens)
         write_index = torch.zeros((1,), dtype=torch.long, device=attention.device)
-        prefix = []
-        for index, layer in enumerate(cache.layers):
-            keys, values = layer._key_buffer, layer._value_buffer
-            prefix.append((keys, values))
-            suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
-            cache.layers[index] = StaticPositionLayer(suffix[0], suffix[1], write_index)
-        prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
-        prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
-        self.prefix = PrefixState(prefix, prefix_bias)
-        bias = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=keys.dtype, device=attention.device)
+        self.prefix = split_prefix(cache, attention, repeats, capacity, lambda k, v: StaticPositionLayer(k, v, write_index))
+        dtype = self.prefix.layers[0][0].dtype
+        bias = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)
         # the suffix starts empty: step s writes column s
         self._start(model, cache, cache_name, bias, write_index, 0, prompt_lengths, cuda_graph)
 
