@@ -73,8 +73,7 @@ def test_an_action_costs_about_one_forward_per_value_token_plus_one_per_slot(tin
     request = short_request(tiny.tokenizer, 1, 3)
     slots = build_slot_plan(tiny.tokenizer, 1, 3).num_slots
     forwards, calls = {}, []
-    original = tiny.model.forward
-    tiny.model.forward = lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs)
+    hook = tiny.model.register_forward_pre_hook(lambda module, args: calls.append(1))
     try:
         for jump in (False, True):
             decoder = StructuredDecoder(
@@ -85,7 +84,7 @@ def test_an_action_costs_about_one_forward_per_value_token_plus_one_per_slot(tin
             forwards[jump] = len(calls) - 1  # the prefill
             assert decoder.last_decode_steps == forwards[jump]
     finally:
-        del tiny.model.forward
+        hook.remove()
     value_tokens = int(candidate.value_mask.sum())
     assert forwards[False] >= len(candidate.token_ids) - 1
     # each value token (its closing quote included) is one iteration, a forced close of a capped value one more;
