@@ -76,9 +76,11 @@ def check_run_options(run: "Run") -> None:
             raise ValueError(
                 f"hardware.compute_dtype={compute_dtype!r}: not a floating torch dtype (bfloat16, float16, float32)"
             ) from None
+    from travel.generation.decode_weights import DECODE_WEIGHTS
+
     decode_weights = hardware.get("decode_weights", "master")
-    if decode_weights not in ("master", "copy"):
-        raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose master or copy")
+    if decode_weights not in DECODE_WEIGHTS:
+        raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
     if decode_weights == "copy" and compute_dtype is None:
         raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
     gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)

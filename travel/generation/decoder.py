@@ -291,11 +291,11 @@ class StructuredDecoder:
         # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
         sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(model)
-        spare = jump_width(plans) if static is not None and self.jump_forced else 0  # a jump step's padding
-        cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
-        graph = static == "cuda_graph"
         jump = static is not None and self.jump_forced
         width = jump_width(plans) if jump else 1
+        spare = width if jump else 0  # room for a jump step's padding positions
+        cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
+        graph = static == "cuda_graph"
         if static is None:
             forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared and jump:
