@@ -124,13 +124,13 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
-        from travel.checkpoint.signals import requeue_grace_s, stop_on_signals
+        from travel.checkpoint.signals import RequeueWindow, stop_on_signals
 
         split = self._training_plan()  # every config check happens here, before any weights load
         checkpoints, resume = self._checkpointing()
         self._seed_everything()
         # The signal handlers cover the cleanup too: a requeue's hand-over must come after the tracker closed.
-        with stop_on_signals(requeue_grace_s()) as stop:
+        with stop_on_signals(RequeueWindow.for_this_job()) as stop:
             return self._train_with(split, checkpoints, resume, stop)
 
     def _train_with(self, split: Any, checkpoints: Any, resume: Any, stop: Any) -> dict[str, Any]:

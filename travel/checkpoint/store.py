@@ -192,9 +192,9 @@ class CheckpointStore:
 
 def checkpoint_point(store: Optional[CheckpointStore], stop: Any, env_step: int, at_eval_point: bool, save: Callable[[], Path]) -> None:
     """A point where a trainer may checkpoint: `save()` writes one when it is due here (store.due) or a stop was
-    requested (travel.checkpoint.signals.StopRequest); after a stop request's checkpoint the run ends with
-    RunInterrupted."""
-    stopping = stop is not None and stop.requested
+    requested and the run stops here (travel.checkpoint.signals.StopRequest.stops_here); after a stop request's
+    checkpoint the run ends with RunInterrupted."""
+    stopping = stop is not None and stop.stops_here()
     if store is None or not (stopping or store.due(env_step, at_eval_point)):
         return
     if stopping:
