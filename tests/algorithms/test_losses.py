@@ -12,6 +12,7 @@ from travel.agents.models import build_tiny_random
 from travel.algorithms.losses import (
     NON_FINITE_LOSS,
     advantage_weighted_loss,
+    prompt_cache_usable,
     shared_prompt_value_logprobs,
     value_token_logprobs,
 )
@@ -68,9 +69,12 @@ GROUP_COMPLETIONS = [[21, 22, 23, 24, 25], [30], [31, 32, 33], [50, 51, 52, 53, 
 GROUP_MASKS = [[1, 0, 1, 1, 1], [1], [0, 0, 0], [0, 1, 1, 0, 1, 1, 1]]
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_a_packed_group_gives_the_same_logprobs_and_gradients_as_separate_sequences(attention):
-    model = build_tiny_random(seed=3, attn_implementation=attention).model
+@pytest.mark.parametrize("attention, checkpointed", [("sdpa", False), ("eager", False), ("sdpa", True)])
+def test_a_packed_group_gives_the_same_logprobs_and_gradients_as_separate_sequences(attention, checkpointed):
+    """Over the prompt's cache (a prompt forward, then the completions), or in one masked forward when activation
+    checkpointing drops the cache."""
+    model = build_tiny_random(seed=3, attn_implementation=attention, gradient_checkpointing=checkpointed).model
+    assert prompt_cache_usable(model) is not checkpointed
     advantages = torch.tensor([1.0, -0.5, 2.0, -1.5])
 
     def grads_of(logprobs, counts):

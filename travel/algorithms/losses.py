@@ -9,7 +9,8 @@ the sequence log-prob is their sum, divided by the number of value tokens when `
 
 The LM head runs only on the selected positions, so a long prompt never materialises a
 (length x vocabulary) logits tensor. `shared_prompt_value_logprobs` gives the same values for several
-completions of one prompt from a single packed sequence that carries the prompt once.
+completions of one prompt with the prompt computed once: a prompt forward, then the completions packed into
+one sequence over its key/value cache.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from travel.generation.model_io import model_device
+from travel.generation.model_io import cache_argument, model_device, new_cache
 
 IdSequence = Sequence[int] | torch.Tensor
 NON_FINITE_LOSS = 0.1  # what a NaN/Inf loss is replaced by (a constant: no gradient reaches the model)
@@ -65,6 +66,35 @@ def _selected_logits(
     backbone, head = split
     hidden = backbone(**inputs).last_hidden_state
     return head(hidden[rows, cols]).float()
+
+
+def prompt_cache_usable(model: Any) -> bool:
+    """Whether a forward can hand its key/value cache to the next with gradients: a transformers model whose
+    gradient checkpointing is off (checkpointed layers drop the cache)."""
+    from travel.agents.models import is_activation_checkpointing
+
+    return hasattr(model, "config") and hasattr(model, "forward") and not is_activation_checkpointing(model)
+
+
+def _selected_logits_over_prompt_cache(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    packed_ids: torch.Tensor,
+    attention: torch.Tensor,
+    position_ids: torch.Tensor,
+    cols: torch.Tensor,
+) -> torch.Tensor:
+    """(N, vocab) float32 logits at positions `cols` of prompt + packed, from a prompt forward and a forward of the
+    packed tokens over its cache (`attention`: the packed rows of the additive mask over prompt + packed)."""
+    split = _backbone_and_head(model)
+    net, head = (model, None) if split is None else split
+    cache_name, cache = cache_argument(net), new_cache(model)
+    first = net(input_ids=prompt_ids, use_cache=True, **{cache_name: cache})
+    second = net(input_ids=packed_ids, attention_mask=attention, position_ids=position_ids, use_cache=True, **{cache_name: cache})
+    if head is None:
+        return torch.cat([first.logits, second.logits], dim=1)[0, cols].float()
+    hidden = torch.cat([first.last_hidden_state, second.last_hidden_state], dim=1)[0, cols]
+    return head(hidden).float()
 
 
 def _checked(model: Any, prompt_ids, completion_ids, value_mask):
@@ -145,14 +175,17 @@ def shared_prompt_value_logprobs(
     return_counts: bool = False,
     packed: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """`value_token_logprobs` for B completions of one prompt, from one packed sequence.
+    """`value_token_logprobs` for B completions of one prompt, with the prompt computed once.
 
-    The sequence is the prompt followed by each scored completion's inputs c[:-1]. A mask lets each
-    completion attend to the prompt and to its own earlier tokens only, and its position ids continue from
-    the prompt's, so every prediction sees exactly what it would see alone; the prompt's last position
-    predicts every completion's first token. A K-candidate group with a long prompt costs one prompt
-    forward instead of K. With `packed=False`, and for models whose attention cannot take a custom mask,
-    the completions run as B separate padded sequences (`value_token_logprobs`).
+    The prompt runs alone (causal attention: the fused kernels), then each scored completion's inputs c[:-1]
+    run packed into one sequence over the prompt's key/value cache, whose tensors keep their gradients. A mask
+    lets each completion attend to the prompt and to its own earlier tokens only, and its position ids continue
+    from the prompt's, so every prediction sees exactly what it would see alone; the prompt's last position
+    predicts every completion's first token. A K-candidate group with a long prompt costs one prompt forward
+    instead of K, and no (prompt + completions)^2 mask. With activation checkpointing (which drops the cache)
+    prompt and completions run as one packed sequence under one mask; with `packed=False`, and for models
+    whose attention cannot take a custom mask, the completions run as B separate padded sequences
+    (`value_token_logprobs`).
     """
     if not packed or getattr(getattr(model, "config", None), "_attn_implementation", "sdpa") not in PACKABLE_ATTENTION:
         return value_token_logprobs(
@@ -179,17 +212,26 @@ def shared_prompt_value_logprobs(
             targets.append(completions[i][picked])
             owners.append(torch.full_like(picked, i))
             offset += len(inputs)
-        input_ids = torch.cat(pieces)[None]
         segment = torch.cat(segments)
         index = torch.arange(offset, device=device)
         allowed = (index[None, :] <= index[:, None]) & ((segment[None, :] == -1) | (segment[None, :] == segment[:, None]))
         dtype = _dtype(model)
-        attention = torch.zeros((1, 1, offset, offset), dtype=dtype, device=device)
-        attention.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
         cols_t = torch.cat(cols)
-        logits = _selected_logits(
-            model, input_ids, attention, torch.zeros_like(cols_t), cols_t, position_ids=torch.cat(positions)[None]
-        )
+        if prompt_cache_usable(model):
+            # the prompt alone first (causal: a fused attention kernel), then the completions over its cache, so
+            # no (prompt + completions)^2 mask is built; gradients reach the prompt through the cache
+            attention = torch.zeros((1, 1, offset - length, offset), dtype=dtype, device=device)
+            attention.masked_fill_(~allowed[None, None, length:], torch.finfo(dtype).min)
+            logits = _selected_logits_over_prompt_cache(
+                model, prompt[None], torch.cat(pieces[1:])[None], attention, torch.cat(positions[1:])[None], cols_t
+            )
+        else:
+            attention = torch.zeros((1, 1, offset, offset), dtype=dtype, device=device)
+            attention.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
+            logits = _selected_logits(
+                model, torch.cat(pieces)[None], attention, torch.zeros_like(cols_t), cols_t,
+                position_ids=torch.cat(positions)[None],
+            )
         token_logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.cat(targets)[:, None]).squeeze(1)
         sums = sums.index_add(0, torch.cat(owners), token_logprobs)
     return _finish(sums, counts, normalize, return_counts)
