@@ -1,5 +1,7 @@
 """One MAGRPO update of one actor on real prompts: each prompt's K candidates packed behind one copy of the
-prompt (the default) against one padded sequence per candidate (the reference's layout, the baseline).
+prompt against one padded sequence per candidate (the reference's layout, the baseline). Packed two ways: the
+prompt and the candidates as one sequence under one (prompt + candidates)^2 mask, and the default, the prompt
+alone and then the candidates over its key/value cache (travel.algorithms.losses.shared_prompt_value_logprobs).
 
 The candidates are sampled by the actor itself for real train rows, so prompt and completion lengths are
 the ones training sees. Both methods run the same `value_loss_step` (with its AdamW step) in the same
@@ -13,6 +15,7 @@ are printed to show the two layouts agree.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -23,10 +26,28 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch
 from bench.measure import above_weights, gib, measure
 from bench.project import add_project_arguments, compose_config, project_actors
+from travel.algorithms import losses
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.run import Run
 
-METHODS = (("one sequence per candidate (baseline)", False), ("prompt packed once", True))
+# (name, packed, over the prompt's cache)
+METHODS = (
+    ("one sequence per candidate (baseline)", False, False),
+    ("prompt packed once, one mask", True, False),
+    ("prompt packed once, candidates over its cache (default)", True, True),
+)
+
+
+@contextlib.contextmanager
+def prompt_cache(used: bool):
+    """The packed update with or without the prompt's cache (the one-mask layout is what activation
+    checkpointing falls back to)."""
+    usable = losses.prompt_cache_usable
+    losses.prompt_cache_usable = usable if used else (lambda model: False)
+    try:
+        yield
+    finally:
+        losses.prompt_cache_usable = usable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,14 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     results = []
-    for name, packed in METHODS:
+    for name, packed, cached in METHODS:
         for repeat in range(args.repeats):
-            seconds, peak, loss = measure(actor.device, lambda: value_loss_step(actor, samples, packed=packed))
+            with prompt_cache(cached):
+                seconds, peak, loss = measure(actor.device, lambda: value_loss_step(actor, samples, packed=packed))
             results.append({"method": name, "packed": packed, "repeat": repeat, "seconds": seconds, "peak_bytes": peak, "loss": loss})
             print(json.dumps(results[-1]), flush=True)
     actors.close()
 
-    last = {name: [r for r in results if r["method"] == name][-1] for name, _ in METHODS}
+    last = {name: [r for r in results if r["method"] == name][-1] for name, _, _ in METHODS}
     baseline = last[METHODS[0][0]]
     print("\n| method | seconds | peak GiB | peak - weights GiB | loss | vs baseline |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, result in last.items():
