@@ -47,8 +47,17 @@ MORE_PAIRS = [
 ]
 DPO = ["algorithm.learning_rate=3e-3", "algorithm.dpo_beta=1.0", "algorithm.train_batch_size=2", "algorithm.eval_every_updates=3"]
 ONLINE = ["algorithm.learning_rate=1e-3", "algorithm.num_generations=4", "algorithm.eval_every_epochs=2"]
+# The reward model reads ~9k-token joint texts in which a few action tokens differ: fine-tuning the random
+# backbone on a dozen pairs does not generalise, a linear head over its frozen features does.
+REWARD_MODEL = [
+    "algorithm.reward_freeze_backbone=true",
+    "algorithm.reward_learning_rate=1e-2",
+    "algorithm.reward_num_train_epochs=8",
+]
 LEARNING_RUNS = {
     "magrpo": [*ONLINE, "algorithm.num_train_epochs=8"],
+    "marlhf": [*MORE_PAIRS, *REWARD_MODEL, *ONLINE, "algorithm.num_train_epochs=4"],
+    "marlhf_iter": [*MORE_PAIRS, *REWARD_MODEL, *ONLINE, "algorithm.num_iterations=2", "algorithm.num_train_epochs=2"],
     "madpo": [*PREFERENCES, *DPO, "algorithm.num_train_epochs=4"],
     # each refresh needs enough new pairs against the current-copy comparator, so more candidates and pairs
     "madpo_iter": [

@@ -92,6 +92,20 @@ def test_a_frozen_backbone_trains_only_the_head():
     assert [id(p) for p in model.trainable_parameters()] == [id(model.head.weight), id(model.head.bias)]
 
 
+def test_a_frozen_backbone_fit_reads_each_text_once_and_fits_as_reading_it_every_epoch():
+    texts = [joint_text([ACTION_0, ACTION_1.replace("Nord", f"Nord {i}")], [PROMPT_0, PROMPT_1]) for i in range(4)]
+    comparisons = [PreferenceText(texts[0], texts[1]), PreferenceText(texts[2], texts[3]), PreferenceText(texts[0], texts[3])]
+    settings = RewardFitSettings(learning_rate=1e-2, num_epochs=3, batch_size=2, seed=1)
+    cached, every_epoch = tiny_reward_model(freeze_backbone=True), tiny_reward_model(freeze_backbone=True)
+    every_epoch.freeze_backbone = False  # the same frozen weights, scored through the backbone at every update
+    forwards = []
+    cached.backbone.register_forward_hook(lambda module, args, output: forwards.append(1))
+    results = [fit_reward_model(model, comparisons, settings) for model in (cached, every_epoch)]
+    assert len(forwards) == len(texts)
+    assert results[0] == results[1]
+    torch.testing.assert_close(cached.head.weight, every_epoch.head.weight)
+
+
 def test_an_input_above_the_limit_is_refused_not_truncated():
     model = tiny_reward_model(max_length=16)
     text = joint_text([ACTION_0, ACTION_1], [PROMPT_0, PROMPT_1])

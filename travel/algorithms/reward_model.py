@@ -115,16 +115,26 @@ class JointRewardModel(nn.Module):
         return ids
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.score_pooled(self.pooled(input_ids, attention_mask))
+
+    def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(rows, hidden) backbone hidden states at each row's last attended position, in the head's dtype."""
         output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
         rows = torch.arange(hidden.shape[0], device=hidden.device)
-        last = hidden[rows, last_attended_index(attention_mask).to(hidden.device)]
-        return self.head(last.to(self.head.weight.dtype)).squeeze(-1)
+        return hidden[rows, last_attended_index(attention_mask).to(hidden.device)].to(self.head.weight.dtype)
+
+    def score_pooled(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.head(pooled).squeeze(-1)
+
+    def pooled_text(self, text: str) -> torch.Tensor:
+        """(hidden,) the pooled hidden state of one input text."""
+        ids = torch.tensor([self.encode(text)], dtype=torch.long, device=self.device)
+        return self.pooled(ids, torch.ones_like(ids))[0]
 
     def score_text(self, text: str) -> torch.Tensor:
         """The scalar score of one input text (a 0-dim tensor; differentiable unless frozen)."""
-        ids = torch.tensor([self.encode(text)], dtype=torch.long, device=self.device)
-        return self.forward(ids, torch.ones_like(ids))[0]
+        return self.score_pooled(self.pooled_text(text))
 
     @torch.no_grad()
     def score_texts(self, texts: Sequence[str]) -> list[float]:
@@ -192,6 +202,12 @@ def fit_reward_model(model: JointRewardModel, comparisons: Sequence[PreferenceTe
     losses: list[float] = []
     updates = correct = 0
     model.train()
+    score = model.score_text
+    if model.freeze_backbone:  # only the head learns: each text's pooled state is computed once, not every epoch
+        with torch.no_grad():
+            texts = dict.fromkeys(text for c in comparisons for text in (c.winner, c.loser))
+            pooled = {text: model.pooled_text(text) for text in texts}
+        score = lambda text: model.score_pooled(pooled[text])  # noqa: E731
     try:
         for _ in range(settings.num_epochs):
             order = list(range(len(comparisons)))
@@ -199,8 +215,8 @@ def fit_reward_model(model: JointRewardModel, comparisons: Sequence[PreferenceTe
             for start in range(0, len(order), settings.batch_size):
                 batch = [comparisons[i] for i in order[start : start + settings.batch_size]]
                 optimizer.zero_grad(set_to_none=True)
-                winners = torch.stack([model.score_text(c.winner) for c in batch])
-                losers = torch.stack([model.score_text(c.loser) for c in batch])
+                winners = torch.stack([score(c.winner) for c in batch])
+                losers = torch.stack([score(c.loser) for c in batch])
                 loss = bradley_terry_loss(winners, losers)
                 loss.backward()
                 optimizer.step()
