@@ -73,7 +73,7 @@ def prompt_cache_usable(model: Any) -> bool:
     gradient checkpointing is off (checkpointed layers drop the cache)."""
     from travel.agents.models import is_activation_checkpointing
 
-    return hasattr(model, "config") and hasattr(model, "forward") and not is_activation_checkpointing(model)
+    return hasattr(model, "config") and not is_activation_checkpointing(model)
 
 
 def _selected_logits_over_prompt_cache(
@@ -212,22 +212,24 @@ def shared_prompt_value_logprobs(
             targets.append(completions[i][picked])
             owners.append(torch.full_like(picked, i))
             offset += len(inputs)
+        # over the prompt's cache the prompt runs alone (causal: a fused attention kernel) and only the completions'
+        # rows of the mask exist; gradients reach the prompt through the cache
+        over_cache = prompt_cache_usable(model)
+        first_row = length if over_cache else 0
         segment = torch.cat(segments)
         index = torch.arange(offset, device=device)
-        allowed = (index[None, :] <= index[:, None]) & ((segment[None, :] == -1) | (segment[None, :] == segment[:, None]))
+        allowed = (index[None, :] <= index[first_row:, None]) & (
+            (segment[None, :] == -1) | (segment[None, :] == segment[first_row:, None])
+        )
         dtype = _dtype(model)
+        attention = torch.zeros((1, 1, offset - first_row, offset), dtype=dtype, device=device)
+        attention.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
         cols_t = torch.cat(cols)
-        if prompt_cache_usable(model):
-            # the prompt alone first (causal: a fused attention kernel), then the completions over its cache, so
-            # no (prompt + completions)^2 mask is built; gradients reach the prompt through the cache
-            attention = torch.zeros((1, 1, offset - length, offset), dtype=dtype, device=device)
-            attention.masked_fill_(~allowed[None, None, length:], torch.finfo(dtype).min)
+        if over_cache:
             logits = _selected_logits_over_prompt_cache(
                 model, prompt[None], torch.cat(pieces[1:])[None], attention, torch.cat(positions[1:])[None], cols_t
             )
         else:
-            attention = torch.zeros((1, 1, offset, offset), dtype=dtype, device=device)
-            attention.masked_fill_(~allowed[None, None], torch.finfo(dtype).min)
             logits = _selected_logits(
                 model, torch.cat(pieces)[None], attention, torch.zeros_like(cols_t), cols_t,
                 position_ids=torch.cat(positions)[None],

@@ -202,13 +202,13 @@ def fit_reward_model(model: JointRewardModel, comparisons: Sequence[PreferenceTe
     losses: list[float] = []
     updates = correct = 0
     model.train()
-    score = model.score_text
-    if model.freeze_backbone:  # only the head learns: each text's pooled state is computed once, not every epoch
-        with torch.no_grad():
-            texts = dict.fromkeys(text for c in comparisons for text in (c.winner, c.loser))
-            pooled = {text: model.pooled_text(text) for text in texts}
-        score = lambda text: model.score_pooled(pooled[text])  # noqa: E731
     try:
+        score = model.score_text
+        if model.freeze_backbone:  # only the head learns: each text's pooled state is computed once, not every epoch
+            with torch.no_grad():
+                texts = dict.fromkeys(text for c in comparisons for text in (c.winner, c.loser))
+                pooled = {text: model.pooled_text(text) for text in texts}
+            score = lambda text: model.score_pooled(pooled[text])  # noqa: E731
         for _ in range(settings.num_epochs):
             order = list(range(len(comparisons)))
             rng.shuffle(order)
