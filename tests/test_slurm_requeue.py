@@ -2,7 +2,9 @@
 through the local Slurm cluster with a one-minute limit gets SIGUSR2 `signal_delay_s` before the limit (or up to
 30 s earlier: Slurm checks limits on a 30-second cycle), writes a checkpoint, is requeued by submitit
 (max_num_timeout), resumes from that checkpoint (Slurm sets SLURM_RESTART_COUNT) and completes with the records
-and final weights of the unlimited run (`smoke_run`). A busy machine may need several attempts: the smoke run's
+and final weights of the unlimited run (`smoke_run`). The run stops for its checkpoint once less than
+`signal_delay_s` remain, so a 30 s delay leaves each attempt about half the minute to train: shorter than the
+smoke run, which therefore always needs a requeue. A busy machine may need several attempts: the smoke run's
 checkpoint points are up to six env steps apart, so max_num_timeout leaves room for one point per attempt."""
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def test_a_job_past_its_time_limit_is_requeued_resumes_and_matches_the_unlimited
         [
             sys.executable, str(REPO_ROOT / "launch.py"), "--multirun", "experiment=smoke", "logger=wandb",
             "logger.mode=offline", "hydra/launcher=submitit_slurm", f"hydra.sweep.dir={sweep}",
-            "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=20", "hydra.launcher.max_num_timeout=15",
+            "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30", "hydra.launcher.max_num_timeout=15",
             "hardware.slurm.cpus_per_task=1",  # the other CPU stays free for the other Slurm tests
         ],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=QUIET,
