@@ -195,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. "
         "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16) and a fourth decodes over a weight copy in "
         "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy); '+jump' feeds whole forced runs "
-        "(generation.jump_forced, e.g. cuda_graph:shared+jump)",
+        "(generation.jump_forced, e.g. cuda_graph:shared+jump) and '+compile' runs the forward through torch.compile "
+        "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile)",
     )
     parser.add_argument(
         "--actions",
@@ -257,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
 
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
-        spec, _, option = spec.partition("+")
-        if option not in ("", "jump"):
-            raise SystemExit(f"--step-backends: unknown option +{option} (only +jump)")
+        spec, *options = spec.split("+")
+        unknown = sorted(set(options) - {"jump", "compile"})
+        if unknown:
+            raise SystemExit(f"--step-backends: unknown option +{unknown[0]} (+jump, +compile)")
         backend, _, rest = spec.partition(":")
         layout, _, rest = rest.partition(":")
         compute, _, weights = rest.partition(":")
@@ -274,8 +276,13 @@ def main(argv: list[str] | None = None) -> int:
             share_prompt_cache={"": "auto", "repeated": "never", "shared": "always"}[layout],
             compute_dtype=compute or None,
             decode_weights=weights or "master",
-            jump_forced=option == "jump",
+            jump_forced="jump" in options,
+            compile_decode="compile" in options,
         )
+        compile_note = ""
+        if "compile" in options:  # the first call compiles; the timed call is the second, like a run's later calls
+            compile_seconds, _, _ = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
+            compile_note = f"; first call (compiles) {compile_seconds:.1f} s"
         seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
         candidates = groups[0]
         lengths = [len(c.token_ids) for c in candidates]
@@ -283,11 +290,12 @@ def main(argv: list[str] | None = None) -> int:
             parse_assignments(c.text, agent, role_capacity(agent, row.days), row.days).parse_success for c in candidates
         )
         strict_all = strict_all and strict == len(candidates)
-        note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens"
+        note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens{compile_note}"
         label = backend if not layout else f"{backend}, prompt {layout}"
         label += f", {compute} compute" if compute else ""
         label += f", {compute} weight copy" if weights == "copy" else ""
-        label += ", forced runs in one step" if option == "jump" else ""
+        label += ", forced runs in one step" if "jump" in options else ""
+        label += ", compiled forward" if "compile" in options else ""
         steps = args.new_tokens
         if args.actions:
             steps = decoder.last_decode_steps
@@ -343,7 +351,7 @@ def profile_decode(decoder: StructuredDecoder, request: DecodeRequest, candidate
     events = profiler.key_averages()
     kernel_ms = sum(event.self_device_time_total for event in events) / 1000 / steps
     sort_key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    print(events.table(sort_by=sort_key, row_limit=15))
+    print(events.table(sort_by=sort_key, row_limit=30))
     summary = {"wall_ms_per_step": wall_ms, "kernel_ms_per_step": kernel_ms, "gpu_busy": kernel_ms / wall_ms}
     print(
         f"profiled run ({candidates} candidates): {wall_ms:.2f} ms per step, {kernel_ms:.2f} ms of GPU kernels "

@@ -61,6 +61,7 @@ def check_run_options(run: "Run") -> None:
         ("generation.jump_forced", generation.get("jump_forced", False)),
         ("hardware.offload_inactive_actor", hardware.offload_inactive_actor),
         ("hardware.gradient_checkpointing", hardware.gradient_checkpointing),
+        ("hardware.compile_decode", hardware.get("compile_decode", False)),
     ):
         if not isinstance(flag, bool):
             raise ValueError(f"{option}={flag!r}: expected true or false")

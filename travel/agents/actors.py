@@ -164,6 +164,7 @@ def build_layout(
             jump_forced=bool(generation.get("jump_forced", False)),
             compute_dtype=compute_dtype,
             decode_weights=str(hardware.get("decode_weights", "master")),
+            compile_decode=bool(hardware.get("compile_decode", False)),
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
         actors.append(

@@ -47,7 +47,8 @@ STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
 PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
-            "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced")  # what `with_model` copies
+            "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced",
+            "compile_decode")  # what `with_model` copies
 
 
 class StructuredDecoder:
@@ -66,6 +67,7 @@ class StructuredDecoder:
         compute_dtype: str | None = None,
         decode_weights: str = "master",
         jump_forced: bool = False,
+        compile_decode: bool = False,
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -83,7 +85,9 @@ class StructuredDecoder:
         `decode_weights`: `master` decodes over the model's own weights (under that autocast), `copy` over a copy
         in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
-        (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it."""
+        (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
+        `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
+        kernels (travel/generation/compiled_forward.py); the eager loop ignores it."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -114,6 +118,7 @@ class StructuredDecoder:
         self.compute_dtype = compute_dtype
         self.decode_weights = decode_weights
         self.jump_forced = bool(jump_forced)
+        self.compile_decode = bool(compile_decode)
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
         self._weights = DecodeWeights(resolve_dtype(compute_dtype)) if decode_weights == "copy" else None
         self._tries = TrieCache(tokenizer)
@@ -310,6 +315,8 @@ class StructuredDecoder:
             forward_step = JumpDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, width, graph)
         else:
             forward_step = StaticDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, graph)
+        if static is not None and self.compile_decode:
+            forward_step.compile_forward()
         with forward_step.attention():
             *outputs, self.last_decode_steps = decode_loop(
                 self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,

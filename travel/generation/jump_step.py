@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from travel.generation.compiled_forward import step_forward
 from travel.generation.shared_prefix import shared_prefix_attention, split_prefix
 from travel.generation.static_step import StaticDecodeStep, aligned_capacity
 
@@ -82,17 +83,10 @@ class JumpDecodeStep(StaticDecodeStep):
         self.use_graph = cuda_graph and device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
+        self.forward = step_forward(False)
 
     def _forward(self) -> torch.Tensor:
-        output = self.model(
-            input_ids=self.input_ids,
-            attention_mask=self.bias,
-            position_ids=self.positions,
-            use_cache=True,
-            logits_to_keep=self.width,
-            **{self.cache_name: self.cache},
-        )
-        return output.logits.float()
+        return self.forward(self.model, self.input_ids, self.bias, self.positions, self.cache, self.cache_name, self.width)
 
     def __call__(self, tokens: torch.Tensor, counts: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
         # (rows, W): each query's generated-token index; the loop keeps it under max_new_tokens + W, the capacity

@@ -34,6 +34,27 @@ def new_cache(model: Any) -> Any:
         return DynamicCache()
 
 
+def forward_logits(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache: Any,
+    cache_name: str,
+    keep: int,
+) -> torch.Tensor:
+    """(rows, keep, vocab) float32 logits of the last `keep` input positions; `cache` is extended in place."""
+    output = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=True,
+        logits_to_keep=keep,
+        **{cache_name: cache},
+    )
+    return output.logits.float()
+
+
 def forward_last_logits(
     model: Any,
     input_ids: torch.Tensor,
@@ -43,15 +64,7 @@ def forward_last_logits(
     cache_name: str,
 ) -> torch.Tensor:
     """(rows, vocab) float32 logits of the last input position; `cache` is extended in place."""
-    output = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        use_cache=True,
-        logits_to_keep=1,
-        **{cache_name: cache},
-    )
-    return output.logits[:, -1, :].float()
+    return forward_logits(model, input_ids, attention_mask, position_ids, cache, cache_name, 1)[:, -1, :]
 
 
 class EagerDecodeStep:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from travel.generation.model_io import forward_last_logits
+from travel.generation.compiled_forward import step_forward
 
 try:
     from transformers.cache_utils import DynamicLayer
@@ -206,15 +206,18 @@ class StaticDecodeStep:
         self.use_graph = cuda_graph and device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
+        self.forward = step_forward(False)
 
     def attention(self) -> contextlib.AbstractContextManager[None]:
         """The attention setting the steps run under (entered around the whole decode loop)."""
         return grouped_attention(self.model)
 
+    def compile_forward(self) -> None:
+        """Run the model's forward through torch.compile from now on (travel/generation/compiled_forward.py)."""
+        self.forward = step_forward(True)
+
     def _forward(self) -> torch.Tensor:
-        return forward_last_logits(
-            self.model, self.input_ids, self.bias, self.positions, self.cache, self.cache_name
-        )
+        return self.forward(self.model, self.input_ids, self.bias, self.positions, self.cache, self.cache_name, 1)[:, -1]
 
     def __call__(self, token: torch.Tensor, step: int) -> torch.Tensor:
         column = self.first_column + step

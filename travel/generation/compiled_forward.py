@@ -1,0 +1,52 @@
+"""The static decode steps' model forward through torch.compile (hardware.compile_decode).
+
+A CUDA graph replays a step with one launch, but every kernel of the step still runs: for a 36-layer model
+about 65 per layer, most of them tiny elementwise kernels (RMSNorm's five, rotary's dozen, SiLU, the
+residual adds, the attention's scale, mask, concatenation and softmax), each a few microseconds even when it
+touches a few kilobytes. On an H200 those kernels, not the weight reads, were most of a 4B model's step.
+TorchInductor fuses them into a few generated kernels per layer and keeps the matmuls on cuBLAS; the static
+step then captures the compiled forward in its CUDA graph as it captures the plain one.
+
+The compiled function is shared by every step, model and decoder of the process: its graphs are keyed by
+what they depend on (the attention setting, shapes, dtypes), so a step of another width or another agent's
+model of the same architecture reuses them. The first call compiles (tens of seconds for a 4B model, once
+per process and step kind); a new shape compiles once more with dynamic sizes and then serves every shape.
+Where compiling fails (no compiler, an unsupported model), the step warns once and runs the plain forward.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+import torch._dynamo
+
+from travel.generation.model_io import forward_logits
+
+
+class CompiledForward:
+    """`forward_logits` through torch.compile, or the plain function after a compile failure."""
+
+    def __init__(self) -> None:
+        self._compiled: Any = None
+        self.failed = False
+
+    def __call__(self, *args: Any) -> torch.Tensor:
+        if not self.failed:
+            if self._compiled is None:
+                self._compiled = torch.compile(forward_logits, dynamic=None)
+            try:
+                return self._compiled(*args)
+            except torch._dynamo.exc.TorchDynamoException as error:  # tracing or compiling failed, not the forward
+                warnings.warn(f"torch.compile of the decode step failed ({error}); decoding without it")
+                self.failed = True
+        return forward_logits(*args)
+
+
+COMPILED_FORWARD = CompiledForward()
+
+
+def step_forward(compile_forward: bool) -> Any:
+    """The forward a static step calls: `forward_logits`' signature, compiled or not."""
+    return COMPILED_FORWARD if compile_forward else forward_logits
