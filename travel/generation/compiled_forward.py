@@ -26,22 +26,23 @@ from travel.generation.model_io import forward_logits
 
 
 class CompiledForward:
-    """`forward_logits` through torch.compile, or the plain function after a compile failure."""
+    """`function` through torch.compile with `backend`, or the plain function after a compile failure."""
 
-    def __init__(self) -> None:
+    def __init__(self, function: Any = forward_logits, backend: Any = "inductor") -> None:
+        self.function, self.backend = function, backend
         self._compiled: Any = None
         self.failed = False
 
     def __call__(self, *args: Any) -> torch.Tensor:
         if not self.failed:
             if self._compiled is None:
-                self._compiled = torch.compile(forward_logits, dynamic=None)
+                self._compiled = torch.compile(self.function, backend=self.backend, dynamic=None)
             try:
                 return self._compiled(*args)
             except torch._dynamo.exc.TorchDynamoException as error:  # tracing or compiling failed, not the forward
                 warnings.warn(f"torch.compile of the decode step failed ({error}); decoding without it")
                 self.failed = True
-        return forward_logits(*args)
+        return self.function(*args)
 
 
 COMPILED_FORWARD = CompiledForward()
