@@ -22,8 +22,7 @@ from typing import Any
 
 import torch
 
-from travel.generation.compiled_forward import step_uniforms
-from travel.generation.sampling import ensure_legal, greedy_choice, sample_choice
+from travel.generation.sampling import ensure_legal, greedy_choice, sample_choice, seeded_uniforms
 from travel.generation.skeleton import SEQUENCES_PER_SLOT, ForcedSequenceBank
 from travel.generation.value_vocab import ESCAPE_STATES, value_tables
 
@@ -69,7 +68,6 @@ def decode_loop(
     value_cap = budget + 1 if decoder.fill_budget or catalog is not None else decoder.max_value_tokens
     width = jump_width(plans) if jump else 1
     offsets = torch.arange(width, device=device)
-    uniforms_of = step_uniforms(decoder.compile_decode)
 
     def zeros(dtype: torch.dtype = torch.long) -> torch.Tensor:
         return torch.zeros(rows, dtype=dtype, device=device)
@@ -104,7 +102,7 @@ def decode_loop(
         if greedy:
             chosen = greedy_choice(logits, legal)
         else:
-            uniforms = None if row_seeds is None else uniforms_of(row_seeds, generated, vocab)
+            uniforms = None if row_seeds is None else seeded_uniforms(row_seeds, generated, vocab)
             chosen = sample_choice(logits, legal, decoder.temperature, decoder.top_p, generator, uniforms)
         chosen = ensure_legal(chosen, legal)
         forced_token = bank.tokens[seq, pos]

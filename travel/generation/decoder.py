@@ -87,7 +87,7 @@ class StructuredDecoder:
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
-        kernels, and seeded draws are compiled too (travel/generation/compiled_forward.py)."""
+        kernels (travel/generation/compiled_forward.py); the eager loop ignores it."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
