@@ -1,17 +1,18 @@
 """The static decode steps' model forward through torch.compile (hardware.compile_decode).
 
-A CUDA graph replays a step with one launch, but every kernel of the step still runs: for a 36-layer model
-about 65 per layer, most of them tiny elementwise kernels (RMSNorm's five, rotary's dozen, SiLU, the
-residual adds, the attention's scale, mask, concatenation and softmax), each a few microseconds even when it
-touches a few kilobytes. On an H200 those kernels, not the weight reads, were most of a 4B model's step.
+A CUDA graph replays a step with one launch, but every kernel of the step still runs: about 55 per layer
+(54 counted on SmolLM2), most of them elementwise kernels of a few microseconds however little they touch
+(RMSNorm, rotary, SiLU, the residual adds, the attention's scale, mask, concatenation and softmax).
 TorchInductor fuses them into a few generated kernels per layer and keeps the matmuls on cuBLAS; the static
-step then captures the compiled forward in its CUDA graph as it captures the plain one.
+step then captures the compiled forward in its CUDA graph as it captures the plain one. On an H200 with a
+random Qwen3-4B and a 6,000-token prompt that took a step from 14.1 to 8.2 ms at 20 candidates, and from
+10.1 to 6.5 ms at one.
 
-The compiled function is shared by every step, model and decoder of the process: its graphs are keyed by
-what they depend on (the attention setting, shapes, dtypes), so a step of another width or another agent's
-model of the same architecture reuses them. The first call compiles (tens of seconds for a 4B model, once
-per process and step kind); a new shape compiles once more with dynamic sizes and then serves every shape.
-Where compiling fails (no compiler, an unsupported model), the step warns once and runs the plain forward.
+The compiled function is shared by every step, model and decoder of the process. The first call compiles
+(67-103 s for that 4B model, once per process and step kind); a call of new sizes (rows, prompt width)
+compiles once more, with dynamic sizes that then serve every later size. Starting with dynamic sizes
+instead made the first compile far slower. Where compiling fails (no compiler, an unsupported model), the
+step warns once and runs the plain forward.
 """
 
 from __future__ import annotations
