@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch._dynamo
 
-from travel.generation.model_io import forward_logits
+from travel.generation.model_io import forward_logits, forward_selected_logits
 
 
 class CompiledForward:
@@ -47,8 +47,14 @@ class CompiledForward:
 
 
 COMPILED_FORWARD = CompiledForward()
+COMPILED_SELECTED_FORWARD = CompiledForward(forward_selected_logits)
 
 
 def step_forward(compile_forward: bool) -> Any:
-    """The forward a static step calls: `forward_logits`' signature, compiled or not."""
+    """The forward a one-token static step calls: `forward_logits`' signature, compiled or not."""
     return COMPILED_FORWARD if compile_forward else forward_logits
+
+
+def jump_step_forward(compile_forward: bool) -> Any:
+    """The forward a jump step calls: `forward_selected_logits`' signature, compiled or not."""
+    return COMPILED_SELECTED_FORWARD if compile_forward else forward_selected_logits

@@ -11,7 +11,8 @@ forced sequence), so the step is captured in a CUDA graph like the one-token ste
   overwrite before any query can see them;
 - the additive mask (rows, 1, W, capacity) opens, for query i of a row, the row's prompt and its generated
   columns up to its i-th new token;
-- the model returns the logits of all W positions and the step keeps each row's last real one.
+- the step gathers each row's hidden state after its last real token and runs the output head on those
+  rows only (model_io.forward_selected_logits), not on all W positions.
 
 `JumpDecodeStep` works over the repeated cache (each candidate its own copy of the prompt);
 `SharedPrefixJumpStep` over the prompt-once cache of travel/generation/shared_prefix.py, whose attention
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from travel.generation.compiled_forward import step_forward
+from travel.generation.compiled_forward import jump_step_forward
 from travel.generation.shared_prefix import shared_prefix_attention, split_prefix
 from travel.generation.static_step import StaticDecodeStep, aligned_capacity
 
@@ -48,7 +49,7 @@ if StaticPositionLayer is not None:
 
 class JumpDecodeStep(StaticDecodeStep):
     """Callable `(tokens (rows, W), counts (rows,), generated (rows,)) -> (rows, vocab)` float32 logits after each
-    row's last real token, over a merged preallocated cache (`merge_prompt_caches`, capacity from
+    row's last real token (overwritten by the next call), over a merged preallocated cache (`merge_prompt_caches`, capacity from
     `aligned_capacity(width, new_tokens + W)`); `attention` is the (rows, width) prompt mask."""
 
     def __init__(
@@ -83,10 +84,14 @@ class JumpDecodeStep(StaticDecodeStep):
         self.use_graph = cuda_graph and device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
-        self.forward = step_forward(False)
+        self.last = torch.zeros((rows,), dtype=torch.long, device=device)  # each row's last real token
+        self.forward = jump_step_forward(False)
+
+    def compile_forward(self) -> None:
+        self.forward = jump_step_forward(True)
 
     def _forward(self) -> torch.Tensor:
-        return self.forward(self.model, self.input_ids, self.bias, self.positions, self.cache, self.cache_name, self.width)
+        return self.forward(self.model, self.input_ids, self.bias, self.positions, self.cache, self.cache_name, self.last)
 
     def __call__(self, tokens: torch.Tensor, counts: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
         # (rows, W): each query's generated-token index; the loop keeps it under max_new_tokens + W, the capacity
@@ -96,15 +101,13 @@ class JumpDecodeStep(StaticDecodeStep):
         torch.add(index, self.first_column, out=self.columns)
         visible = (self.generated_index[None, None, :] >= 0) & (self.generated_index[None, None, :] <= index[:, :, None])
         self.bias.copy_(torch.where(visible[:, None], torch.zeros_like(self.bias), self.prompt_bias.expand_as(self.bias)))
+        torch.clamp(counts - 1, min=0, out=self.last)
         if not self.use_graph:
-            logits = self._forward()
-        elif self.graph is None:
-            logits = self._capture()
-        else:
-            self.graph.replay()
-            logits = self.logits
-        last = (counts - 1).clamp(min=0)
-        return logits[torch.arange(logits.shape[0], device=logits.device), last]
+            return self._forward()
+        if self.graph is None:
+            return self._capture()
+        self.graph.replay()
+        return self.logits  # type: ignore[return-value]
 
 
 class SharedPrefixJumpStep(JumpDecodeStep):

@@ -55,6 +55,31 @@ def forward_logits(
     return output.logits.float()
 
 
+def forward_selected_logits(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache: Any,
+    cache_name: str,
+    selected: torch.Tensor,
+) -> torch.Tensor:
+    """(rows, vocab) float32 logits of input position `selected[r]` of each row r; `cache` is extended in place.
+
+    The decoder's last hidden states are gathered before the output head, so the head (a vocabulary-wide
+    matmul) runs once per row instead of once per input position."""
+    output = model.get_decoder()(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=True,
+        **{cache_name: cache},
+    )
+    hidden = output.last_hidden_state
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    return model.get_output_embeddings()(hidden[rows, selected]).float()
+
+
 def forward_last_logits(
     model: Any,
     input_ids: torch.Tensor,
