@@ -56,3 +56,12 @@ def test_bf16_compute_decodes_and_updates_over_fp32_master_weights():
     changed = [name for name, p in actor.model.named_parameters() if not torch.equal(p, before[name])]
     assert changed and all(p.dtype == torch.float32 for p in actor.model.parameters())
     assert all(state["exp_avg"].dtype == torch.float32 for state in actor.optimizer.state.values())
+
+
+def test_the_hardware_and_generation_decode_options_reach_every_actor_decoder():
+    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compile_decode": True}
+    generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8, "jump_forced": True}
+    actors = build_layout(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
+    assert [(actor.decoder.compile_decode, actor.decoder.jump_forced) for actor in actors] == [(True, True)] * 2
+    plain = build_layout(build_tiny_random, {**hardware, "compile_decode": False}, generation, learning_rate=2e-5, seed=0)
+    assert [actor.decoder.compile_decode for actor in plain] == [False, False]
