@@ -49,8 +49,9 @@ if StaticPositionLayer is not None:
 
 class JumpDecodeStep(StaticDecodeStep):
     """Callable `(tokens (rows, W), counts (rows,), generated (rows,)) -> (rows, vocab)` float32 logits after each
-    row's last real token (overwritten by the next call), over a merged preallocated cache (`merge_prompt_caches`, capacity from
-    `aligned_capacity(width, new_tokens + W)`); `attention` is the (rows, width) prompt mask."""
+    row's last real token (overwritten by the next call), over a merged preallocated cache
+    (`merge_prompt_caches`, capacity from `aligned_capacity(width, new_tokens + W)`); `attention` is the
+    (rows, width) prompt mask."""
 
     def __init__(
         self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor, width: int,
