@@ -5,7 +5,8 @@ All runs sample the same prompt in the same process (temperature 0.7, top-p 0.8,
 - baseline: `model.generate(num_return_sequences=K, min_new_tokens=N, max_new_tokens=N)`, which copies
   the prompt K times and prefills every copy, then decodes with transformers' DynamicCache; once as
   shipped and once with the cuDNN SDPA backend disabled like the decoder does (`--baseline`), so the
-  table separates that backend choice from the decoder's own savings;
+  table separates that backend choice from the decoder's own savings; with `--actions` it runs at most N
+  tokens and each row stops once the prefill plus its text parses as a JSON object (a complete action);
 - StructuredDecoder (travel/generation): one prefill, the cache expanded to K rows with room for N
   tokens, the JSON grammar masks, value masks and forced schema tokens.
 
@@ -128,8 +129,44 @@ def sized_prompt(tokenizer: Any, row: Any, agent_id: int, target_tokens: int) ->
     return render(user)
 
 
-def run_baseline(loaded: models.LoadedModel, prompt_ids: torch.Tensor, new_tokens: int, candidates: int, seed: int):
+class JsonActionStop:
+    """`model.generate` stopping criterion: a row is done once the assistant prefill plus its generated text
+    parses as one JSON object, i.e. the action is complete (what a real action decode waits for)."""
+
+    def __init__(self, tokenizer: Any, prompt_tokens: int, prefill: str):
+        self.tokenizer, self.prompt_tokens, self.prefill = tokenizer, prompt_tokens, prefill
+        self._decoder = json.JSONDecoder()
+
+    def _complete(self, generated: list[int]) -> bool:
+        try:
+            self._decoder.raw_decode(self.prefill + self.tokenizer.decode(generated, skip_special_tokens=True))
+        except ValueError:
+            return False
+        return True
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        rows = input_ids[:, self.prompt_tokens :].tolist()
+        return torch.tensor([self._complete(row) for row in rows], dtype=torch.bool, device=input_ids.device)
+
+
+def run_baseline(
+    loaded: models.LoadedModel,
+    prompt_ids: torch.Tensor,
+    new_tokens: int,
+    candidates: int,
+    seed: int,
+    json_stop: str | None = None,
+):
+    """`model.generate` for exactly `new_tokens` tokens, or with `json_stop` (the assistant prefill) at most
+    `new_tokens`, each row stopping when its action's JSON object is complete."""
     torch.manual_seed(seed)
+    length = {"min_new_tokens": new_tokens} if json_stop is None else {}
+    if json_stop is not None:
+        from transformers import StoppingCriteriaList
+
+        length["stopping_criteria"] = StoppingCriteriaList(
+            [JsonActionStop(loaded.tokenizer, prompt_ids.shape[1], json_stop)]
+        )
     return loaded.model.generate(
         input_ids=prompt_ids,
         attention_mask=torch.ones_like(prompt_ids),
@@ -138,10 +175,10 @@ def run_baseline(loaded: models.LoadedModel, prompt_ids: torch.Tensor, new_token
         top_p=0.8,
         top_k=0,
         num_return_sequences=candidates,
-        min_new_tokens=new_tokens,
         max_new_tokens=new_tokens,
         pad_token_id=loaded.tokenizer.pad_token_id,
         use_cache=True,
+        **length,
     )
 
 
@@ -201,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--actions",
         action="store_true",
-        help="decode real role actions (values close when the policy closes them) instead of the full token budget; "
-        "'ms / step' is then per decode step, and the note gives the steps and tokens per action",
+        help="decode real role actions (values close when the policy closes them) instead of the full token budget, "
+        "and the baseline until each action's JSON object closes (at most --new-tokens); 'ms / step' is then per "
+        "decode step, and the note gives the steps and tokens per action",
     )
     parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
@@ -240,20 +278,29 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[Measurement] = []
     baselines = {"stock": [False], "no-cudnn": [True], "both": [False, True], "none": []}[args.baseline]
+    # with --actions the baseline decodes real actions too: after the same assistant prefill, until the JSON closes
+    json_stop = build_role_prompt(row, agent).prefill if args.actions else None
     for without_cudnn in baselines:
         name = "generate, no cuDNN SDPA" if without_cudnn else "generate (stock)"
+        name += ", JSON stop" if json_stop else ""
         attention = decode_attention(device) if without_cudnn else contextlib.nullcontext()
         with attention:
             run_baseline(loaded, ids_tensor, 8, 2, args.seed)  # warm-up
             try:
                 seconds, peak, output = measure(
-                    device, lambda: run_baseline(loaded, ids_tensor, args.new_tokens, args.candidates, args.seed)
+                    device,
+                    lambda: run_baseline(loaded, ids_tensor, args.new_tokens, args.candidates, args.seed, json_stop),
                 )
             except torch.cuda.OutOfMemoryError:
                 print(f"{name}: out of GPU memory")
                 continue
         generated = output.shape[1] - ids_tensor.shape[1]
-        results.append(Measurement(name, seconds, generated, args.candidates, peak))
+        note = ""
+        if json_stop:
+            stop = JsonActionStop(tokenizer, ids_tensor.shape[1], json_stop)
+            complete = sum(stop._complete(row) for row in output[:, ids_tensor.shape[1] :].tolist())
+            note = f"{complete}/{args.candidates} JSON objects complete; {generated} decode steps"
+        results.append(Measurement(name, seconds, generated, args.candidates, peak, note))
         del output  # released before the next run
 
     strict_all = True

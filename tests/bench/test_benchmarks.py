@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from bench import actor_offload, generation, preference_collection, train_step, update
 
@@ -26,6 +27,20 @@ def test_generation_benchmark_times_every_method(tmp_path, capsys):
     profiled = json.loads(out.read_text())["profile"]
     assert profiled["wall_ms_per_step"] > 0 and profiled["kernel_ms_per_step"] == 0  # no GPU kernels on the CPU
     assert "profiled run (2 candidates)" in table
+
+
+def test_the_actions_baseline_stops_each_row_when_its_json_object_closes():
+    from travel.agents.offline_tokenizer import build_offline_tokenizer
+    from travel.task.roles import assistant_prefill
+
+    tokenizer = build_offline_tokenizer()
+    stop = generation.JsonActionStop(tokenizer, 2, assistant_prefill(1))
+    closed = tokenizer.encode('-"}]}', add_special_tokens=False)  # the prefill opened the first value
+    still_open = tokenizer.encode('-"}, {"day": 1, "field": "lunch', add_special_tokens=False)
+    width = max(len(closed), len(still_open))
+    padded = [ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids in (closed, still_open)]
+    prompt = tokenizer.encode("hi", add_special_tokens=False)[:1] * 2
+    assert stop(torch.tensor([prompt + ids for ids in padded]), None).tolist() == [True, False]
 
 
 def test_preference_collection_benchmark_reports_each_batch_size(tmp_path, capsys):
