@@ -1,5 +1,6 @@
-"""Hostile action text is scored in bounded time: every adversarial family up to 1 MB takes under a second and
-its reward stays in the declared range (the parser's fence regex is linear, and texts longer than
+"""Hostile action text is scored in bounded time: every adversarial family up to 1 MB takes under a second (or,
+on a machine too slow for that, no more than linear growth from an eighth of its size allows) and its reward
+stays in the declared range (the parser's fence regex is linear, and texts longer than
 travel.task.actions.MAX_ACTION_CHARS are failed actions without being parsed)."""
 
 import gc
@@ -14,6 +15,7 @@ from travel.reward import DEFAULT_CONFIG, score_joint_action
 from travel.task.actions import MAX_ACTION_CHARS, parse_assignments
 
 SECONDS_PER_CALL = 1.0
+LINEAR_SLACK = 3.0  # timing noise allowed over linear growth; quadratic growth from an eighth is 8x linear
 SIZES = st.one_of(st.integers(1, 4096), st.integers(MAX_ACTION_CHARS - 2048, MAX_ACTION_CHARS), st.integers(1, 1 << 20))
 
 
@@ -39,12 +41,27 @@ def score_timed(row, text, role):
         gc.enable()
 
 
+def assert_bounded_time(row, family, text, role, seconds):
+    """Under a second; past it (a slow or loaded machine), at most LINEAR_SLACK x linear growth from the same
+    family at an eighth of the length, timed now in the same process."""
+    if seconds < SECONDS_PER_CALL:
+        return
+    eighth = len(text) // 8
+    _, small_seconds = score_timed(row, FAMILIES[family](eighth), role)
+    bound = 8 * LINEAR_SLACK * small_seconds
+    assert seconds < bound, (
+        f"{family} at {len(text)} chars took {seconds:.2f} s: over {SECONDS_PER_CALL} s, and over {bound:.2f} s, "
+        f"{LINEAR_SLACK}x linear growth from {small_seconds:.3f} s at {eighth} chars"
+    )
+
+
 @pytest.mark.parametrize("size", [MAX_ACTION_CHARS, 1 << 20])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_each_family_at_the_cap_and_at_one_megabyte(row, family, size):
     for role in (0, 1):
-        result, seconds = score_timed(row, FAMILIES[family](size), role)
-        assert seconds < SECONDS_PER_CALL, f"{family} at {size} chars took {seconds:.2f} s"
+        text = FAMILIES[family](size)
+        result, seconds = score_timed(row, text, role)
+        assert_bounded_time(row, family, text, role, seconds)
         low, high = DEFAULT_CONFIG.reward_range
         assert low <= result.reward <= high
 
@@ -55,7 +72,7 @@ def test_each_family_at_the_cap_and_at_one_megabyte(row, family, size):
 def test_each_family_is_scored_fast_and_in_range(row, family, size, role):
     text = FAMILIES[family](size)
     result, seconds = score_timed(row, text, role)
-    assert seconds < SECONDS_PER_CALL, f"{family} at {len(text)} chars took {seconds:.2f} s"
+    assert_bounded_time(row, family, text, role, seconds)
     low, high = DEFAULT_CONFIG.reward_range
     assert low <= result.reward <= high
 
