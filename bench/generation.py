@@ -48,6 +48,7 @@ from bench.measure import above_weights, gib, measure, synchronize
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
 from travel.generation.model_io import decode_attention
+from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.task.actions import parse_assignments
 from travel.task.prompts import build_role_prompt
 from travel.task.roles import role_capacity
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16) and a fourth decodes over a weight copy in "
         "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy); '+jump' feeds whole forced runs "
         "(generation.jump_forced, e.g. cuda_graph:shared+jump) and '+compile' runs the forward through torch.compile "
-        "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile)",
+        "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile); '+flex' or '+joint_softmax' picks the "
+        "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto)",
     )
     parser.add_argument(
         "--actions",
@@ -306,9 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
         spec, *options = spec.split("+")
-        unknown = sorted(set(options) - {"jump", "compile"})
+        unknown = sorted(set(options) - {"jump", "compile", *PREFIX_KERNELS})
         if unknown:
-            raise SystemExit(f"--step-backends: unknown option +{unknown[0]} (+jump, +compile)")
+            raise SystemExit(f"--step-backends: unknown option +{unknown[0]} (+jump, +compile, +{', +'.join(PREFIX_KERNELS)})")
+        kernels = [option for option in options if option in PREFIX_KERNELS] or ["auto"]
         backend, _, rest = spec.partition(":")
         layout, _, rest = rest.partition(":")
         compute, _, weights = rest.partition(":")
@@ -325,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             decode_weights=weights or "master",
             jump_forced="jump" in options,
             compile_decode="compile" in options,
+            prefix_attention=kernels[-1],
         )
         compile_note = ""
         if "compile" in options:  # the first call compiles; the timed call is the second, like a run's later calls
@@ -343,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         label += f", {compute} weight copy" if weights == "copy" else ""
         label += ", forced runs in one step" if "jump" in options else ""
         label += ", compiled forward" if "compile" in options else ""
+        if decoder.share_prompt_cache != "never":
+            label += f", prefix by {prefix_kernel(kernels[-1], device)}"
         steps = args.new_tokens
         if args.actions:
             steps = decoder.last_decode_steps

@@ -37,6 +37,7 @@ from travel.generation.model_io import (
 )
 from travel.generation.jump_step import JumpDecodeStep, SharedPrefixJumpStep
 from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
+from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.generation.sampling import validate_sampling
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
 from travel.generation.skeleton import SlotPlan, build_slot_plan
@@ -48,7 +49,7 @@ PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
             "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced",
-            "compile_decode")  # what `with_model` copies
+            "compile_decode", "prefix_attention")  # what `with_model` copies
 
 
 class StructuredDecoder:
@@ -68,6 +69,7 @@ class StructuredDecoder:
         decode_weights: str = "master",
         jump_forced: bool = False,
         compile_decode: bool = False,
+        prefix_attention: str = "auto",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -87,7 +89,9 @@ class StructuredDecoder:
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
-        kernels (travel/generation/compiled_forward.py); the eager loop ignores it."""
+        kernels (travel/generation/compiled_forward.py); the eager loop ignores it.
+        `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
+        (travel/generation/prefix_attention.py): `auto` (FlexAttention on CUDA), `flex` or `joint_softmax`."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -103,6 +107,8 @@ class StructuredDecoder:
             raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
         if decode_weights == "copy" and compute_dtype is None:
             raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
+        if prefix_attention not in PREFIX_KERNELS:
+            raise ValueError(f"prefix_attention={prefix_attention!r}: choose one of {', '.join(PREFIX_KERNELS)}")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
             raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
         self.model = model
@@ -119,6 +125,7 @@ class StructuredDecoder:
         self.decode_weights = decode_weights
         self.jump_forced = bool(jump_forced)
         self.compile_decode = bool(compile_decode)
+        self.prefix_attention = prefix_attention
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
         self._weights = DecodeWeights(resolve_dtype(compute_dtype)) if decode_weights == "copy" else None
         self._tries = TrieCache(tokenizer)
@@ -301,15 +308,16 @@ class StructuredDecoder:
         spare = width if jump else 0  # room for a jump step's padding positions
         cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
         graph = static == "cuda_graph"
+        kernel = prefix_kernel(self.prefix_attention, device)
         if static is None:
             forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared and jump:
             forward_step = SharedPrefixJumpStep(
-                model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, width, graph
+                model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, width, graph, kernel
             )
         elif shared:
             forward_step = SharedPrefixDecodeStep(
-                model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph
+                model, cache, self._cache_name, attention[::k], prompt_lengths, k, self.max_new_tokens, graph, kernel
             )
         elif jump:
             forward_step = JumpDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, width, graph)

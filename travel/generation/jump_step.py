@@ -113,16 +113,18 @@ class JumpDecodeStep(StaticDecodeStep):
 
 class SharedPrefixJumpStep(JumpDecodeStep):
     """`JumpDecodeStep` over a prompt-once cache (`merge_prompt_caches(caches, 1, 0)`): `attention` is the
-    (prompts, width) prompt mask, `prompt_lengths` the (rows,) lengths of each prompt's `repeats` rows."""
+    (prompts, width) prompt mask, `prompt_lengths` the (rows,) lengths of each prompt's `repeats` rows, and
+    `kernel` the prefix attention's (`prefix_attention.KERNELS`)."""
 
     def __init__(
         self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor,
-        repeats: int, new_tokens: int, width: int, cuda_graph: bool = False,
+        repeats: int, new_tokens: int, width: int, cuda_graph: bool = False, kernel: str = "joint_softmax",
     ):
         prompts = attention.shape[0]
         capacity = aligned_capacity(0, new_tokens + width)
         columns = torch.zeros((prompts * repeats, width), dtype=torch.long, device=attention.device)
-        self.prefix = split_prefix(cache, attention, repeats, capacity, lambda k, v: RowPositionLayer(k, v, columns))
+        suffix_layer = lambda k, v: RowPositionLayer(k, v, columns)  # noqa: E731
+        self.prefix = split_prefix(cache, attention, repeats, capacity, suffix_layer, kernel)
         dtype = self.prefix.layers[0][0].dtype
         # the suffix holds generated tokens only: nothing is visible before a row writes it
         none = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)

@@ -5,9 +5,9 @@ attention reads all of it: for 20 candidates of a 7k-token prompt on a 4B model 
 per step, most of the step's time. Here each layer keeps the prompts' keys and values once,
 (prompts, kv heads, width, head dim), and every candidate's generated ones in its own suffix buffer
 (rows, kv heads, capacity, head dim). A step scores a prompt's K x group query heads against its prefix
-in one matmul, each candidate against its own suffix, and normalises both parts with one softmax. That
-is the same attention, exactly (tested against the eager loop); the prefix is read once per prompt
-instead of K times, and the cache holds each prompt once.
+together, each candidate against its own suffix, and normalises both parts jointly (the two kernels of
+`prefix_attention.py`). That is the same attention (tested against the eager loop); the prefix is read
+once per prompt instead of K times, and the cache holds each prompt once.
 
 The prefix is not in the transformers cache: the model's forward only sees the suffix layers (one
 `StaticPositionLayer` each, masked like the static step's cache). `shared_prefix_attention` points the
@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from travel.generation.prefix_attention import KERNELS
 from travel.generation.static_step import (
     StaticDecodeStep,
     StaticPositionLayer,
@@ -40,6 +41,7 @@ SHARED_PREFIX_ATTENTION = "travel_shared_prefix_decode"
 class PrefixState:
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (prompts, kv heads, width, head dim) keys, values
     bias: torch.Tensor  # (prompts, 1, 1, width) float32: 0 over each prompt's tokens, -inf over its left padding
+    kernel: str = "joint_softmax"  # a name in prefix_attention.KERNELS
 
 
 _ACTIVE: PrefixState | None = None
@@ -62,37 +64,17 @@ def shared_prefix_decode_attention(
         return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     prefix_keys, prefix_values = state.layers[module.layer_idx]
     rows, query_heads, new_tokens, head_dim = query.shape
-    prompts, kv_heads, width, _ = prefix_keys.shape
-    repeats, capacity = rows // prompts, key.shape[-2]
+    kv_heads = prefix_keys.shape[1]
     heads_per_kv = query_heads // kv_heads
     group = heads_per_kv * new_tokens  # queries per key/value head and row: heads x new positions (jump steps)
     scale = head_dim**-0.5 if scaling is None else scaling
     # query head h uses key/value head h // group (transformers' repeat_kv order); rows are prompt-major
     per_row = query.reshape(rows, kv_heads, group, head_dim)
-    per_prompt = per_row.reshape(prompts, repeats, kv_heads, group, head_dim).transpose(1, 2)
-    per_prompt = per_prompt.reshape(prompts, kv_heads, repeats * group, head_dim)
-    prefix_scores = torch.matmul(per_prompt, prefix_keys.transpose(-1, -2)).float() * scale + state.bias
     suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
-    suffix_scores = torch.matmul(per_row, key.transpose(-1, -2)).float() * scale + suffix_mask
-    suffix_scores = _to_prompts(suffix_scores, prompts, repeats)
-    weights = torch.softmax(torch.cat([prefix_scores, suffix_scores], dim=-1), dim=-1).to(value.dtype)
-    from_prefix = torch.matmul(weights[..., :width], prefix_values)  # (prompts, kv heads, K x group, head dim)
-    from_suffix = torch.matmul(_to_rows(weights[..., width:], prompts, repeats, capacity), value)
-    output = _to_rows(from_prefix, prompts, repeats, head_dim) + from_suffix  # (rows, kv heads, group, head dim)
+    attend = KERNELS[state.kernel]
+    repeats = rows // prefix_keys.shape[0]
+    output = attend(per_row, prefix_keys, prefix_values, state.bias, key, value, suffix_mask, scale, repeats)
     return output.reshape(rows, query_heads, new_tokens, head_dim).transpose(1, 2), None
-
-
-def _to_prompts(tensor: torch.Tensor, prompts: int, repeats: int) -> torch.Tensor:
-    """(rows, H, group, X) -> (prompts, H, K x group, X)."""
-    rows, heads, group, last = tensor.shape
-    return tensor.reshape(prompts, repeats, heads, group, last).transpose(1, 2).reshape(prompts, heads, repeats * group, last)
-
-
-def _to_rows(tensor: torch.Tensor, prompts: int, repeats: int, last: int) -> torch.Tensor:
-    """(prompts, H, K x group, X) -> (rows, H, group, X)."""
-    heads = tensor.shape[1]
-    group = tensor.shape[2] // repeats
-    return tensor.reshape(prompts, heads, repeats, group, last).transpose(1, 2).reshape(prompts * repeats, heads, group, last)
 
 
 ATTENTION_REGISTERED = register_attention(SHARED_PREFIX_ATTENTION, shared_prefix_decode_attention)
@@ -105,9 +87,11 @@ def shared_prefix_supported(model: Any) -> bool:
     return ATTENTION_REGISTERED and bool(attention) and all(hasattr(module, "layer_idx") for module in attention)
 
 
-def split_prefix(cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any) -> PrefixState:
-    """The prompt-once cache's keys and values as the shared prefix, each cache layer replaced by
-    `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers."""
+def split_prefix(
+    cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any, kernel: str = "joint_softmax"
+) -> PrefixState:
+    """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
+    replaced by `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers."""
     prompts, width = attention.shape
     prefix = []
     for index, layer in enumerate(cache.layers):
@@ -117,13 +101,14 @@ def split_prefix(cache: Any, attention: torch.Tensor, repeats: int, capacity: in
         cache.layers[index] = suffix_layer(suffix[0], suffix[1])
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
-    return PrefixState(prefix, prefix_bias)
+    return PrefixState(prefix, prefix_bias, kernel)
 
 
 class SharedPrefixDecodeStep(StaticDecodeStep):
     """`StaticDecodeStep` over a prompt-once cache: `cache` comes from `merge_prompt_caches(caches, 1, 0)`
     (one row per prompt), `attention` is the (prompts, width) prompt mask, `prompt_lengths` the (rows,)
-    lengths of the `repeats` rows of each prompt, and `new_tokens` the most tokens a row generates."""
+    lengths of the `repeats` rows of each prompt, `new_tokens` the most tokens a row generates, and `kernel`
+    the prefix attention's (`prefix_attention.KERNELS`)."""
 
     def __init__(
         self,
@@ -135,11 +120,13 @@ class SharedPrefixDecodeStep(StaticDecodeStep):
         repeats: int,
         new_tokens: int,
         cuda_graph: bool = False,
+        kernel: str = "joint_softmax",
     ):
         prompts = attention.shape[0]
         capacity = aligned_capacity(0, new_tokens)
         write_index = torch.zeros((1,), dtype=torch.long, device=attention.device)
-        self.prefix = split_prefix(cache, attention, repeats, capacity, lambda k, v: StaticPositionLayer(k, v, write_index))
+        suffix_layer = lambda k, v: StaticPositionLayer(k, v, write_index)  # noqa: E731
+        self.prefix = split_prefix(cache, attention, repeats, capacity, suffix_layer, kernel)
         dtype = self.prefix.layers[0][0].dtype
         bias = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)
         # the suffix starts empty: step s writes column s

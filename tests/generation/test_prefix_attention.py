@@ -1,0 +1,111 @@
+"""The shared-prefix attention kernels (travel/generation/prefix_attention.py) compute one attention: FlexAttention
+over the prefix merged with the suffix by their log-sum-exps equals the joint softmax over both, for one-token and
+jump-step query groups, padded prompts and partly written suffixes; and a decoder over either kernel decodes the
+same tokens. On the CPU FlexAttention runs its eager reference; a CUDA run checks the compiled kernel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.generation.conftest import short_request
+from travel.agents.models import build_tiny_random
+from travel.generation import StructuredDecoder
+from travel.generation.prefix_attention import (
+    flex_prefix_attention,
+    joint_softmax_attention,
+    prefix_kernel,
+    to_prompts,
+    to_rows,
+)
+
+
+def attention_inputs(prompts, repeats, group, device="cpu", dtype=torch.float32, width=23, capacity=9, dim=16, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    rows, kv_heads = prompts * repeats, 2
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
+
+    per_row = normal(rows, kv_heads, group, dim)
+    prefix_keys, prefix_values = normal(prompts, kv_heads, width, dim), normal(prompts, kv_heads, width, dim)
+    prefix_bias = torch.zeros(prompts, 1, 1, width, device=device)
+    prefix_bias[-1, ..., :7] = float("-inf")  # the last prompt is shorter: left padding
+    key, value = normal(rows, kv_heads, capacity, dim), normal(rows, kv_heads, capacity, dim)
+    suffix_mask = torch.zeros(rows, 1, group, capacity, device=device)
+    suffix_mask[..., 5:] = float("-inf")  # columns not written yet
+    suffix_mask[0, ..., 2:5] = float("-inf")
+    return per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, 0.3, repeats
+
+
+def concatenated(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
+    """Each row attending over its own copy of its prompt followed by its suffix, in float64."""
+    keys = torch.cat([prefix_keys.repeat_interleave(repeats, 0), key], dim=2).double()
+    values = torch.cat([prefix_values.repeat_interleave(repeats, 0), value], dim=2).double()
+    mask = torch.cat([prefix_bias.repeat_interleave(repeats, 0).expand(-1, -1, suffix_mask.shape[2], -1), suffix_mask], -1)
+    return torch.softmax(per_row.double() @ keys.transpose(-1, -2) * scale + mask.double(), dim=-1) @ values
+
+
+@pytest.mark.parametrize("prompts,repeats,group", [(2, 3, 4), (1, 1, 4), (2, 2, 12)], ids=["k3", "k1", "jump"])
+@pytest.mark.parametrize("kernel", [joint_softmax_attention, flex_prefix_attention], ids=["joint_softmax", "flex"])
+def test_each_kernel_is_the_attention_over_prompt_then_suffix(kernel, prompts, repeats, group):
+    inputs = attention_inputs(prompts, repeats, group)
+    got = kernel(*inputs)
+    assert got.shape == inputs[0].shape and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
+def test_the_flex_merge_needs_both_parts():
+    """Each part alone is far from the attention: the comparison above can fail."""
+    per_row, keys, values, bias, key, value, mask, scale, repeats = attention_inputs(2, 3, 4)
+    expected = concatenated(per_row, keys, values, bias, key, value, mask, scale, repeats)
+    no_suffix = flex_prefix_attention(per_row, keys, values, bias, key, value, torch.full_like(mask, float("-inf")), scale, repeats)
+    no_prefix = flex_prefix_attention(per_row, keys, values, torch.full_like(bias, float("-inf")), key, value, mask, scale, repeats)
+    for wrong in (no_suffix, no_prefix):
+        assert torch.isfinite(wrong).all()
+        assert (wrong.double() - expected).abs().max() > 0.05
+
+
+def test_rows_and_prompts_layouts_invert_each_other():
+    tensor = torch.arange(2 * 3 * 5 * 4 * 7).reshape(6, 5, 4, 7)
+    per_prompt = to_prompts(tensor, prompts=2, repeats=3)
+    assert per_prompt.shape == (2, 5, 12, 7)
+    assert torch.equal(per_prompt[1, 2, 4:8], tensor[4, 2])  # prompt 1's second row is row 4
+    assert torch.equal(to_rows(per_prompt, prompts=2, repeats=3), tensor)
+
+
+def test_auto_is_the_joint_softmax_off_cuda_and_a_wrong_name_is_named():
+    assert prefix_kernel("auto", torch.device("cpu")) == "joint_softmax"
+    assert prefix_kernel("flex", torch.device("cpu")) == "flex"
+    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex; got 'fast'"):
+        prefix_kernel("fast", torch.device("cpu"))
+    tiny = build_tiny_random(seed=1)
+    with pytest.raises(ValueError, match="prefix_attention='fast'"):
+        StructuredDecoder(tiny.model, tiny.tokenizer, prefix_attention="fast")
+
+
+@pytest.mark.parametrize("jump", [False, True], ids=["one-token", "jump"])
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "seeded"])
+def test_a_decoder_over_either_kernel_decodes_the_same_actions(jump, greedy):
+    tiny = build_tiny_random(seed=1)
+    requests = [short_request(tiny.tokenizer, agent, 3) for agent in (0, 1)]
+    settings = dict(step_backend="static", share_prompt_cache="always", max_new_tokens=300, max_value_tokens=5, jump_forced=jump)
+    results = []
+    for kernel in ("joint_softmax", "flex"):
+        decoder = StructuredDecoder(tiny.model, tiny.tokenizer, prefix_attention=kernel, **settings)
+        assert decoder.with_model(tiny.model).prefix_attention == kernel
+        groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
+        results.append([(c.text, c.token_ids.tolist(), c.value_mask.tolist(), c.logprob) for g in groups for c in g])
+    joint, flex = results
+    assert [c[:3] for c in flex] == [c[:3] for c in joint]
+    assert [c[3] for c in flex] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA")
+@pytest.mark.parametrize("prompts,repeats,group", [(2, 20, 4), (1, 1, 4), (2, 4, 32)], ids=["k20", "k1", "jump"])
+def test_the_compiled_flex_kernel_on_cuda_matches_the_joint_softmax(prompts, repeats, group):
+    inputs = attention_inputs(prompts, repeats, group, "cuda", torch.bfloat16, width=3000, capacity=256, dim=128)
+    expected = concatenated(*inputs)
+    flex_error = (flex_prefix_attention(*inputs).double() - expected).abs().max().item()
+    joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
+    assert flex_error <= max(2 * joint_error, 1e-2)
