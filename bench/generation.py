@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         label += ", forced runs in one step" if "jump" in options else ""
         label += ", compiled forward" if "compile" in options else ""
         if decoder.share_prompt_cache != "never":
-            label += f", prefix by {prefix_kernel(kernels[-1], device)}"
+            label += f", prefix by {prefix_kernel(kernels[-1])}"
         steps = args.new_tokens
         if args.actions:
             steps = decoder.last_decode_steps
