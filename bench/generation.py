@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         label += f", {compute} weight copy" if weights == "copy" else ""
         label += ", forced runs in one step" if "jump" in options else ""
         label += ", compiled forward" if "compile" in options else ""
-        if decoder.share_prompt_cache != "never":
+        if kernels != ["auto"]:  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(kernels[-1])}"
         steps = args.new_tokens
         if args.actions:
