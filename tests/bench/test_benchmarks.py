@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from bench import actor_offload, generation, preference_collection, train_step, update
+from bench import actor_offload, generation, preference_collection, prefix_attention, train_step, update
 
 
 def test_generation_benchmark_times_every_method(tmp_path, capsys):
@@ -99,3 +99,15 @@ def test_train_step_benchmark_times_each_phase_and_projects_the_run(tmp_path, ca
     assert phases["generation" if algorithm == "magrpo" else "collection"] > 0 and phases["reward"] > 0
     assert result["projected_hours"] > 0
     assert "projected" in capsys.readouterr().out
+
+
+def test_the_prefix_attention_benchmark_times_each_kernel_against_float64(capsys):
+    code = prefix_attention.main(
+        ["--device", "cpu", "--dtype", "float32", "--prompts", "2", "--candidates", "3", "--prompt-tokens", "120",
+         "--capacity", "32", "--generated", "9", "--layers", "2", "--repeat", "1"]
+    )
+    assert code == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| joint") or line.startswith("| flex")]
+    assert [row[0].strip() for row in rows] == ["joint_softmax", "flex"]
+    for row in rows:
+        assert float(row[1]) > 0 and float(row[3]) < 1e-5  # ms per step, max abs error against float64
