@@ -39,7 +39,6 @@ def reference(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suff
 def layer_inputs(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, generator: torch.Generator):
     rows = args.prompts * args.candidates
     group = args.query_heads // args.kv_heads
-    shape = dict(device=device, dtype=dtype)
 
     def normal(*size: int) -> torch.Tensor:
         return torch.randn(*size, generator=generator, device=device).to(dtype)
@@ -51,7 +50,7 @@ def layer_inputs(args: argparse.Namespace, device: torch.device, dtype: torch.dt
     prefix_bias[1:, ..., : args.prompt_tokens // 10] = float("-inf")  # later prompts are shorter: left padding
     key = normal(rows, args.kv_heads, args.capacity, args.head_dim)
     value = normal(rows, args.kv_heads, args.capacity, args.head_dim)
-    suffix_mask = torch.full((rows, 1, 1, args.capacity), float("-inf"), **shape).float()
+    suffix_mask = torch.full((rows, 1, 1, args.capacity), float("-inf"), device=device)
     suffix_mask[..., : args.generated] = 0.0
     return per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, args.head_dim**-0.5, args.candidates
 
