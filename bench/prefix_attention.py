@@ -22,7 +22,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, to_prompts, to_rows
+from travel.generation.prefix_attention import KERNELS, pack_prefix, prefix_chunks, to_prompts, to_rows
 
 
 def reference(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
@@ -55,6 +55,16 @@ def layer_inputs(args: argparse.Namespace, device: torch.device, dtype: torch.dt
     return per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, args.head_dim**-0.5, args.candidates
 
 
+def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None) -> tuple:
+    """`inputs` as kernel `name` takes them: `chunked_flash` reads the prefix packed and chunked."""
+    if name != "chunked_flash":
+        return inputs
+    per_row, prefix_keys, prefix_values, prefix_bias, *rest = inputs
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks = prefix_chunks(attention, prefix_keys.shape[1], per_prompt)
+    return (per_row, pack_prefix(prefix_keys, attention), pack_prefix(prefix_values, attention), chunks, *rest)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -71,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--bandwidth", type=float, default=4300.0, help="GB/s the floor assumes (4,300 measured on an H200)")
     parser.add_argument("--kernels", default=",".join(KERNELS))
+    parser.add_argument("--chunks", type=int, default=None, help="chunked_flash's chunks per prompt (default: its own choice)")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     generator = torch.Generator(device=device).manual_seed(0)
@@ -88,14 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     expected = reference(*layers[0])
     for name in [kernel.strip() for kernel in args.kernels.split(",") if kernel.strip()]:
         attend = KERNELS[name]
+        inputs_of = [kernel_inputs(name, inputs, args.chunks) for inputs in layers]
         started = time.perf_counter()
-        output = attend(*layers[0])  # compiles where the kernel compiles
+        output = attend(*inputs_of[0])  # compiles where the kernel compiles
         first = time.perf_counter() - started
         error = (output.double() - expected).abs().max().item()
-        for inputs in layers:  # warm every size before capture
+        for inputs in inputs_of:  # warm every size before capture
             attend(*inputs)
-        ms = time_step(device, lambda: [attend(*inputs) for inputs in layers], args.repeat)
-        print(f"| {name} | {ms:.3f} | {ms / floor_ms:.2f} | {error:.2e} | {first:.1f} |", flush=True)
+        ms = time_step(device, lambda: [attend(*inputs) for inputs in inputs_of], args.repeat)
+        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name == "chunked_flash" else name
+        print(f"| {label} | {ms:.3f} | {ms / floor_ms:.2f} | {error:.2e} | {first:.1f} |", flush=True)
+        del inputs_of
     return 0
 
 

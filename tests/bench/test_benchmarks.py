@@ -104,10 +104,10 @@ def test_train_step_benchmark_times_each_phase_and_projects_the_run(tmp_path, ca
 def test_the_prefix_attention_benchmark_times_each_kernel_against_float64(capsys):
     code = prefix_attention.main(
         ["--device", "cpu", "--dtype", "float32", "--prompts", "2", "--candidates", "3", "--prompt-tokens", "120",
-         "--capacity", "32", "--generated", "9", "--layers", "2", "--repeat", "1"]
+         "--capacity", "32", "--generated", "9", "--layers", "2", "--repeat", "1", "--chunks", "3"]
     )
     assert code == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| joint") or line.startswith("| flex")]
-    assert [row[0].strip() for row in rows] == ["joint_softmax", "flex"]
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith(("| joint", "| flex", "| chunked"))]
+    assert [row[0].strip() for row in rows] == ["joint_softmax", "flex", "chunked_flash (3 chunks per prompt)"]
     for row in rows:
         assert float(row[1]) > 0 and float(row[3]) < 1e-5  # ms per step, max abs error against float64

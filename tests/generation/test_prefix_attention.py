@@ -1,7 +1,8 @@
 """The shared-prefix attention kernels (travel/generation/prefix_attention.py) compute one attention: FlexAttention
-over the prefix merged with the suffix by their log-sum-exps equals the joint softmax over both, for one-token and
-jump-step query groups, padded prompts and partly written suffixes; and a decoder over either kernel decodes the
-same tokens. On the CPU FlexAttention runs its eager reference; a CUDA run checks the compiled kernel."""
+over the prefix, or FlashAttention over its packed chunks, merged with the suffix by their log-sum-exps equals the
+joint softmax over both, for one-token and jump-step query groups, padded prompts and partly written suffixes; and a
+decoder over any kernel decodes the same tokens. On the CPU FlexAttention runs its eager reference and the chunked
+kernel a plain torch reference of the FlashAttention call; a CUDA run checks the real kernels."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from tests.generation.conftest import short_request
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.prefix_attention import (
+    chunked_flash_attention,
     flex_prefix_attention,
     joint_softmax_attention,
+    pack_prefix,
+    prefix_chunks,
     prefix_kernel,
     to_prompts,
     to_rows,
@@ -55,6 +59,37 @@ def test_each_kernel_is_the_attention_over_prompt_then_suffix(kernel, prompts, r
     torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
+def chunked(per_prompt, per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
+    """The chunked kernel over the same inputs: the prefix packed and cut into `per_prompt` chunks per prompt."""
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks = prefix_chunks(attention, prefix_keys.shape[1], per_prompt)
+    packed_keys, packed_values = pack_prefix(prefix_keys, attention), pack_prefix(prefix_values, attention)
+    return chunked_flash_attention(per_row, packed_keys, packed_values, chunks, key, value, suffix_mask, scale, repeats)
+
+
+@pytest.mark.parametrize("prompts,repeats,group", [(2, 3, 4), (1, 1, 4), (2, 2, 12)], ids=["k3", "k1", "jump"])
+@pytest.mark.parametrize("per_prompt", [1, 3, 16], ids=["one-chunk", "three-chunks", "sixteen-chunks"])
+def test_the_chunked_kernel_is_the_same_attention(per_prompt, prompts, repeats, group):
+    inputs = attention_inputs(prompts, repeats, group)
+    got = chunked(per_prompt, *inputs)
+    assert got.shape == inputs[0].shape and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
+def test_chunks_pack_each_prompts_tokens_without_padding():
+    attention = torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])
+    chunks = prefix_chunks(attention, kv_heads=2, per_prompt=3)
+    assert chunks.offsets.tolist() == [0, 2, 4, 5, 8, 10, 12] and chunks.longest == 3 and chunks.shape == (2,)
+    keys = torch.arange(2 * 2 * 7 * 1).reshape(2, 2, 7, 1)  # (prompts, kv heads, width, dim)
+    packed = pack_prefix(keys, attention)
+    assert packed.shape == (12, 2, 1)
+    assert packed[:5, 0, 0].tolist() == [2, 3, 4, 5, 6]  # prompt 0's tokens, its padding dropped
+    assert packed[5:, 1, 0].tolist() == list(range(21, 28))  # prompt 1, second kv head
+    assert prefix_chunks(attention, kv_heads=2).per_prompt == 1  # off a GPU one chunk per prompt
+    with pytest.raises(ValueError, match=r"per_prompt=6 must be between 1 and the shortest prompt \(5\)"):
+        prefix_chunks(attention, kv_heads=2, per_prompt=6)
+
+
 def test_the_flex_merge_needs_both_parts():
     """Each part alone is far from the attention: the comparison above can fail."""
     per_row, keys, values, bias, key, value, mask, scale, repeats = attention_inputs(2, 3, 4)
@@ -74,10 +109,12 @@ def test_rows_and_prompts_layouts_invert_each_other():
     assert torch.equal(to_rows(per_prompt, prompts=2, repeats=3), tensor)
 
 
-def test_auto_is_the_joint_softmax_and_a_wrong_name_is_named():
+def test_auto_off_a_gpu_is_the_joint_softmax_and_a_wrong_name_is_named():
     assert prefix_kernel("auto") == "joint_softmax"
+    assert prefix_kernel("auto", torch.device("cpu"), torch.bfloat16, rows=20) == "joint_softmax"
     assert prefix_kernel("flex") == "flex"
-    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex; got 'fast'"):
+    assert prefix_kernel("chunked_flash") == "chunked_flash"
+    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex, chunked_flash; got 'fast'"):
         prefix_kernel("fast")
     tiny = build_tiny_random(seed=1)
     with pytest.raises(ValueError, match="prefix_attention='fast'"):
@@ -91,14 +128,15 @@ def test_a_decoder_over_either_kernel_decodes_the_same_actions(jump, greedy):
     requests = [short_request(tiny.tokenizer, agent, 3) for agent in (0, 1)]
     settings = dict(step_backend="static", share_prompt_cache="always", max_new_tokens=300, max_value_tokens=5, jump_forced=jump)
     results = []
-    for kernel in ("joint_softmax", "flex"):
+    for kernel in ("joint_softmax", "flex", "chunked_flash"):
         decoder = StructuredDecoder(tiny.model, tiny.tokenizer, prefix_attention=kernel, **settings)
         assert decoder.with_model(tiny.model).prefix_attention == kernel
         groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
         results.append([(c.text, c.token_ids.tolist(), c.value_mask.tolist(), c.logprob) for g in groups for c in g])
-    joint, flex = results
-    assert [c[:3] for c in flex] == [c[:3] for c in joint]
-    assert [c[3] for c in flex] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
+    joint, *others = results
+    for other in others:
+        assert [c[:3] for c in other] == [c[:3] for c in joint]
+        assert [c[3] for c in other] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA")
@@ -109,3 +147,22 @@ def test_the_compiled_flex_kernel_on_cuda_matches_the_joint_softmax(prompts, rep
     flex_error = (flex_prefix_attention(*inputs).double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert flex_error <= max(2 * joint_error, 1e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's FlashAttention kernel needs CUDA")
+@pytest.mark.parametrize("prompts,repeats,group", [(2, 20, 4), (1, 1, 4), (2, 4, 32)], ids=["k20", "k1", "jump"])
+@pytest.mark.parametrize("per_prompt", [1, 16], ids=["one-chunk", "sixteen-chunks"])
+def test_the_flash_chunked_kernel_on_cuda_matches_the_joint_softmax(per_prompt, prompts, repeats, group):
+    inputs = attention_inputs(prompts, repeats, group, "cuda", torch.bfloat16, width=3000, capacity=256, dim=128)
+    expected = concatenated(*inputs)
+    chunked_error = (chunked(per_prompt, *inputs).double() - expected).abs().max().item()
+    joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
+    assert chunked_error <= max(2 * joint_error, 1e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the automatic choice differs on a GPU")
+def test_auto_on_a_gpu_chunks_the_prefix_for_several_rows_in_half_precision():
+    cuda = torch.device("cuda")
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=20) == "chunked_flash"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=1) == "joint_softmax"
+    assert prefix_kernel("auto", cuda, torch.float32, rows=20) == "joint_softmax"

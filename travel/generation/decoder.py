@@ -91,7 +91,8 @@ class StructuredDecoder:
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
         kernels (travel/generation/compiled_forward.py); the eager loop ignores it.
         `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
-        (travel/generation/prefix_attention.py): `auto` (the joint softmax, measured faster), `joint_softmax` or `flex`."""
+        (travel/generation/prefix_attention.py): `auto` (`chunked_flash` for several rows on a GPU where FlashAttention
+        runs, else the joint softmax: the faster ones measured), `joint_softmax`, `flex` or `chunked_flash`."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:
@@ -308,7 +309,7 @@ class StructuredDecoder:
         spare = width if jump else 0  # room for a jump step's padding positions
         cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
         graph = static == "cuda_graph"
-        kernel = prefix_kernel(self.prefix_attention)
+        kernel = prefix_kernel(self.prefix_attention, device, getattr(model, "dtype", None), len(prompt_ids) * k)
         if static is None:
             forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared and jump:

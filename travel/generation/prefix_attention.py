@@ -1,6 +1,6 @@
 """How a shared-prefix decode step's queries attend over their prompt's prefix and their own suffix.
 
-Both kernels compute the same attention: a row's queries score the prompt's prefix keys and the row's own
+Every kernel computes the same attention: a row's queries score the prompt's prefix keys and the row's own
 suffix keys, one softmax normalises both parts, and the weights mix both parts' values.
 
 - `joint_softmax_attention` scores a prompt's K x group queries against the prefix in one matmul, concatenates
@@ -8,20 +8,30 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   width) scores several times.
 - `flex_prefix_attention` reads the prefix with one FlexAttention kernel, which returns the prefix's own softmax
   output and its log-sum-exp; the small suffix part is scored as before, and the two parts are merged under
-  their joint normaliser. On CUDA it runs FlexAttention through torch.compile (inside an already compiled
-  forward it is traced with it). Elsewhere FlexAttention runs its eager reference, which materialises the
-  scores again (torch's CPU kernel cannot return the log-sum-exp): correct, for tests, and not fast.
+  their joint normaliser (`with_suffix`). On CUDA it runs FlexAttention through torch.compile (inside an already
+  compiled forward it is traced with it). Elsewhere FlexAttention runs its eager reference, which materialises
+  the scores again (torch's CPU kernel cannot return the log-sum-exp): correct, for tests, and not fast.
+- `chunked_flash_attention` keeps the prefix packed without padding and cut into chunks, enough to occupy every
+  multiprocessor even for one prompt (split-K, as flash-decoding does); one variable-length FlashAttention call
+  attends each chunk with all its prompt's queries and returns each chunk's log-sum-exp, and the chunks are then
+  merged like the suffix. On CUDA in half precision it calls torch's FlashAttention kernel; elsewhere a plain
+  torch reference of that call (`varlen_reference`), so the packing and merging are tested on the CPU.
 
-`bench/prefix_attention.py` times both alone. On an H200 (torch 2.11; 36 layers, 32/8 heads x 128, bf16, one
-graph replay per step) the joint softmax took 5.19 ms per step for 20 candidates of a 6,000-token prompt
-(5.7x its 0.91 ms floor), 1.81 ms for one candidate and 13.86 ms for 10 prompts x 4 candidates of 9,000
-tokens; FlexAttention took 737, 14.3 and 23.5 ms. So `auto` is the joint softmax on every device, and `flex`
-stays an explicit choice, the seam where a faster fused prefix kernel goes.
+`bench/prefix_attention.py` times the kernels alone. On an H200 (torch 2.11; 36 layers, 32/8 heads x 128, bf16,
+one graph replay per step, not compiled) the joint softmax took 5.21 ms per step for 20 candidates of a 6,000-token
+prompt (5.7x its 0.91 ms floor), 1.82 ms for one candidate and 13.89 ms for 10 prompts x 4 candidates of 9,000
+tokens; the chunked kernel 5.85 (23 chunks), 3.73 and 11.34 ms (8 chunks); FlexAttention 737, 14.3 and 23.5 ms.
+Alone, the chunked kernel's merge is a dozen small kernels; in the compiled decode step inductor fuses them,
+and there (bench/generation.py, random Qwen3-4B, 256 new tokens) it took 7.72 ms per step for 20 candidates
+against the joint softmax's 8.05, and 6.59 against 6.48 ms for one. So `auto` is `chunked_flash` for more than one
+row where FlashAttention runs and the joint softmax otherwise; `flex` stays an explicit choice.
 """
 
 from __future__ import annotations
 
+import itertools
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,7 +41,8 @@ try:
 except ImportError:  # torch < 2.5
     flex_attention = None  # type: ignore[assignment]
 
-PREFIX_KERNELS = ("auto", "joint_softmax", "flex")
+PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash")
+MIN_CHUNK = 256  # tokens: shorter chunks would spend more on merging than they save
 _COMPILED_FLEX: Any = None
 
 
@@ -48,13 +59,24 @@ def to_rows(tensor: torch.Tensor, prompts: int, repeats: int) -> torch.Tensor:
     return tensor.reshape(prompts, heads, repeats, group, last).transpose(1, 2).reshape(prompts * repeats, heads, group, last)
 
 
-def prefix_kernel(name: str) -> str:
-    """The kernel `name` asks for; `auto` is `joint_softmax`, the faster one measured (see above)."""
+def prefix_kernel(name: str, device: torch.device | None = None, dtype: torch.dtype | None = None, rows: int = 1) -> str:
+    """The kernel `name` asks for. `auto` is `chunked_flash` where torch's FlashAttention runs (a CUDA GPU of
+    compute capability 8 or more, half precision) and a step has more than one row, the joint softmax otherwise:
+    the faster one measured in the compiled decoder (see above)."""
     if name not in PREFIX_KERNELS:
         raise ValueError(f"prefix_attention must be one of {', '.join(PREFIX_KERNELS)}; got {name!r}")
     if name == "flex" and flex_attention is None:
         raise ValueError("prefix_attention='flex' needs torch >= 2.5 (torch.nn.attention.flex_attention)")
-    return "joint_softmax" if name == "auto" else name
+    if name != "auto":
+        return name
+    return "chunked_flash" if rows > 1 and device is not None and flash_attention_runs(device, dtype) else "joint_softmax"
+
+
+def flash_attention_runs(device: torch.device, dtype: torch.dtype | None) -> bool:
+    """Whether `_flash_varlen` (torch's FlashAttention kernel) runs on `device` in `dtype`."""
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        return False
+    return torch.backends.cuda.is_flash_attention_available() and torch.cuda.get_device_capability(device) >= (8, 0)
 
 
 def joint_softmax_attention(
@@ -104,10 +126,16 @@ def flex_prefix_attention(
     from_prefix, prefix_lse = _flex_with_lse(attend, to_prompts(per_row, prompts, repeats), prefix_keys, prefix_values, padding, scale)
     from_prefix = to_rows(from_prefix, prompts, repeats).float()  # normalised over the prefix alone
     prefix_lse = to_rows(prefix_lse.unsqueeze(-1), prompts, repeats)  # (rows, kv heads, group, 1)
+    return with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale)
+
+
+def with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale: float) -> torch.Tensor:
+    """The prefix part (rows, kv heads, group, head dim), normalised over the prefix alone with log-sum-exp
+    `prefix_lse` (rows, kv heads, group, 1), merged with the rows' suffix attention under the joint normaliser."""
     suffix_scores = torch.matmul(per_row, key.transpose(-1, -2)).float() * scale + suffix_mask
     total = torch.logaddexp(prefix_lse, torch.logsumexp(suffix_scores, dim=-1, keepdim=True))
     suffix_weights = torch.exp(suffix_scores - total).to(value.dtype)  # the joint softmax over the suffix columns
-    output = from_prefix * torch.exp(prefix_lse - total) + torch.matmul(suffix_weights, value).float()
+    output = from_prefix.float() * torch.exp(prefix_lse - total) + torch.matmul(suffix_weights, value).float()
     return output.to(value.dtype)
 
 
@@ -135,4 +163,96 @@ def _flex_call(attend: Any, query, key, value, score_mod, scale: float) -> tuple
     return output, aux.lse
 
 
-KERNELS = {"joint_softmax": joint_softmax_attention, "flex": flex_prefix_attention}
+@dataclass(frozen=True)
+class PrefixChunks:
+    """The chunked kernel's packing of the prefix: every prompt's tokens (its padding dropped) back to back,
+    prompt-major, cut into `per_prompt` chunks of near-equal length; chunk c spans packed rows
+    `offsets[c]:offsets[c + 1]`."""
+
+    offsets: torch.Tensor  # (prompts x per_prompt + 1,) int32, on the prefix's device
+    prompts: int
+    per_prompt: int
+    longest: int  # the most tokens in a chunk
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # the prompts dimension, as the bias layout reports it
+        return (self.prompts,)
+
+
+def prefix_chunks(attention: torch.Tensor, kv_heads: int, per_prompt: int | None = None) -> PrefixChunks:
+    """Chunks for the (prompts, width) prompt mask `attention`. By default enough chunks that prompts x chunks x
+    `kv_heads` fills the GPU's multiprocessors about twice (one chunk per prompt elsewhere), each at least
+    `MIN_CHUNK` tokens, and never an empty one."""
+    lengths = attention.sum(dim=1).tolist()
+    prompts = len(lengths)
+    if per_prompt is None:
+        units = 2 * torch.cuda.get_device_properties(attention.device).multi_processor_count if attention.is_cuda else 1
+        per_prompt = max(1, min(-(-units // (prompts * kv_heads)), min(lengths) // MIN_CHUNK))
+    if per_prompt < 1 or per_prompt > min(lengths):
+        raise ValueError(f"prefix_chunks: per_prompt={per_prompt} must be between 1 and the shortest prompt ({min(lengths)})")
+    sizes = [length // per_prompt + (c < length % per_prompt) for length in lengths for c in range(per_prompt)]
+    offsets = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.int32, device=attention.device)
+    return PrefixChunks(offsets, prompts, per_prompt, max(sizes))
+
+
+def pack_prefix(tensor: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    """(prompts, kv heads, width, head dim) prefix keys or values -> (tokens, kv heads, head dim), the prompts'
+    unpadded tokens back to back (`PrefixChunks`' packing)."""
+    return tensor.transpose(1, 2)[attention.bool()].contiguous()
+
+
+def chunked_flash_attention(
+    per_row: torch.Tensor,
+    prefix_keys: torch.Tensor,
+    prefix_values: torch.Tensor,
+    chunks: PrefixChunks,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    suffix_mask: torch.Tensor,
+    scale: float,
+    repeats: int,
+) -> torch.Tensor:
+    """`joint_softmax_attention`'s contract over a packed prefix (`pack_prefix`, (tokens, kv heads, head dim)):
+    every chunk of `chunks` is one sequence of a variable-length FlashAttention call, whose queries are all
+    its prompt's K x group queries; the chunks' outputs are merged by their log-sum-exps, then with the suffix."""
+    prompts, per_prompt = chunks.prompts, chunks.per_prompt
+    rows, kv_heads, group, head_dim = per_row.shape
+    queries = repeats * group  # per prompt, per key/value head
+    per_prompt_queries = to_prompts(per_row, prompts, repeats).transpose(1, 2)  # (prompts, K x group, kv heads, dim)
+    chunk_queries = per_prompt_queries.unsqueeze(1).expand(prompts, per_prompt, queries, kv_heads, head_dim)
+    chunk_queries = chunk_queries.reshape(prompts * per_prompt * queries, kv_heads, head_dim)
+    query_offsets = torch.arange(0, (prompts * per_prompt + 1) * queries, queries, dtype=torch.int32, device=per_row.device)
+    attend = _flash_varlen if per_row.is_cuda and per_row.dtype in (torch.float16, torch.bfloat16) else varlen_reference
+    output, lse = attend(chunk_queries, prefix_keys, prefix_values, query_offsets, chunks.offsets, queries, chunks.longest, scale)
+    output = output.view(prompts, per_prompt, queries, kv_heads, head_dim).float()
+    lse = lse.view(kv_heads, prompts, per_prompt, queries).permute(1, 2, 3, 0)  # (prompts, chunks, K x group, kv heads)
+    prefix_lse = torch.logsumexp(lse, dim=1)
+    from_prefix = (output * torch.exp(lse - prefix_lse.unsqueeze(1)).unsqueeze(-1)).sum(dim=1)
+    from_prefix = to_rows(from_prefix.transpose(1, 2), prompts, repeats)  # normalised over the prefix alone
+    prefix_lse = to_rows(prefix_lse.transpose(1, 2).unsqueeze(-1), prompts, repeats)
+    return with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale)
+
+
+def _flash_varlen(query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float):
+    output, lse, *_ = torch.ops.aten._flash_attention_forward(
+        query, key, value, query_offsets, key_offsets, most_queries, most_keys, 0.0, False, False, scale=scale
+    )
+    return output, lse
+
+
+def varlen_reference(query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float):
+    """The variable-length FlashAttention call's contract, in plain torch: sequence s's queries
+    `query[query_offsets[s]:query_offsets[s + 1]]` (tokens, heads, dim) attend over its keys and values alone.
+    Returns the output like `query` and the float32 (heads, queries) log-sum-exps."""
+    output = torch.empty_like(query)
+    lse = torch.empty((query.shape[1], query.shape[0]), dtype=torch.float32, device=query.device)
+    bounds = list(zip(query_offsets.tolist(), query_offsets.tolist()[1:], key_offsets.tolist(), key_offsets.tolist()[1:]))
+    for q_start, q_end, k_start, k_end in bounds:
+        scores = torch.einsum("qhd,khd->hqk", query[q_start:q_end].float(), key[k_start:k_end].float()) * scale
+        lse[:, q_start:q_end] = torch.logsumexp(scores, dim=-1)
+        weights = torch.softmax(scores, dim=-1)
+        output[q_start:q_end] = torch.einsum("hqk,khd->qhd", weights, value[k_start:k_end].float()).to(query.dtype)
+    return output, lse
+
+
+KERNELS = {"joint_softmax": joint_softmax_attention, "flex": flex_prefix_attention, "chunked_flash": chunked_flash_attention}

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS
+from travel.generation.prefix_attention import KERNELS, PrefixChunks, pack_prefix, prefix_chunks
 from travel.generation.static_step import (
     StaticDecodeStep,
     StaticPositionLayer,
@@ -39,8 +39,13 @@ SHARED_PREFIX_ATTENTION = "travel_shared_prefix_decode"
 
 @dataclass
 class PrefixState:
-    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (prompts, kv heads, width, head dim) keys, values
-    bias: torch.Tensor  # (prompts, 1, 1, width) float32: 0 over each prompt's tokens, -inf over its left padding
+    """Every layer's prefix keys and values, and what the kernel needs besides: for `joint_softmax` and `flex`
+    (prompts, kv heads, width, head dim) tensors under `layout`, the (prompts, 1, 1, width) float32 bias (0 over
+    each prompt's tokens, -inf over its left padding); for `chunked_flash` (tokens, kv heads, head dim) packed
+    tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    layout: torch.Tensor | PrefixChunks
     kernel: str = "joint_softmax"  # a name in prefix_attention.KERNELS
 
 
@@ -64,7 +69,7 @@ def shared_prefix_decode_attention(
         return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     prefix_keys, prefix_values = state.layers[module.layer_idx]
     rows, query_heads, new_tokens, head_dim = query.shape
-    kv_heads = prefix_keys.shape[1]
+    kv_heads = key.shape[1]
     heads_per_kv = query_heads // kv_heads
     group = heads_per_kv * new_tokens  # queries per key/value head and row: heads x new positions (jump steps)
     scale = head_dim**-0.5 if scaling is None else scaling
@@ -72,8 +77,8 @@ def shared_prefix_decode_attention(
     per_row = query.reshape(rows, kv_heads, group, head_dim)
     suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
     attend = KERNELS[state.kernel]
-    repeats = rows // prefix_keys.shape[0]
-    output = attend(per_row, prefix_keys, prefix_values, state.bias, key, value, suffix_mask, scale, repeats)
+    repeats = rows // state.layout.shape[0]
+    output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, suffix_mask, scale, repeats)
     return output.reshape(rows, query_heads, new_tokens, head_dim).transpose(1, 2), None
 
 
@@ -93,12 +98,15 @@ def split_prefix(
     """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
     replaced by `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers."""
     prompts, width = attention.shape
+    packed = kernel == "chunked_flash"
     prefix = []
     for index, layer in enumerate(cache.layers):
         keys, values = layer._key_buffer, layer._value_buffer
-        prefix.append((keys, values))
+        prefix.append((pack_prefix(keys, attention), pack_prefix(values, attention)) if packed else (keys, values))
         suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
         cache.layers[index] = suffix_layer(suffix[0], suffix[1])
+    if packed:
+        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel)
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
     return PrefixState(prefix, prefix_bias, kernel)
