@@ -79,7 +79,7 @@ def test_the_chunked_kernel_is_the_same_attention(per_prompt, prompts, repeats, 
 def test_chunks_pack_each_prompts_tokens_without_padding():
     attention = torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])
     chunks = prefix_chunks(attention, kv_heads=2, per_prompt=3)
-    assert chunks.offsets.tolist() == [0, 2, 4, 5, 8, 10, 12] and chunks.longest == 3 and chunks.shape == (2,)
+    assert chunks.offsets.tolist() == [0, 2, 4, 5, 8, 10, 12] and chunks.longest == 3 and chunks.prompts == 2
     keys = torch.arange(2 * 2 * 7 * 1).reshape(2, 2, 7, 1)  # (prompts, kv heads, width, dim)
     packed = pack_prefix(keys, attention)
     assert packed.shape == (12, 2, 1)

@@ -42,7 +42,7 @@ except ImportError:  # torch < 2.5
     flex_attention = None  # type: ignore[assignment]
 
 PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash")
-MIN_CHUNK = 256  # tokens: shorter chunks would spend more on merging than they save
+MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
 _COMPILED_FLEX: Any = None
 
 
@@ -173,10 +173,6 @@ class PrefixChunks:
     prompts: int
     per_prompt: int
     longest: int  # the most tokens in a chunk
-
-    @property
-    def shape(self) -> tuple[int, ...]:  # the prompts dimension, as the bias layout reports it
-        return (self.prompts,)
 
 
 def prefix_chunks(attention: torch.Tensor, kv_heads: int, per_prompt: int | None = None) -> PrefixChunks:

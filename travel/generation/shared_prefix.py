@@ -48,6 +48,10 @@ class PrefixState:
     layout: torch.Tensor | PrefixChunks
     kernel: str = "joint_softmax"  # a name in prefix_attention.KERNELS
 
+    @property
+    def prompts(self) -> int:
+        return self.layout.prompts if isinstance(self.layout, PrefixChunks) else self.layout.shape[0]
+
 
 _ACTIVE: PrefixState | None = None
 
@@ -77,7 +81,7 @@ def shared_prefix_decode_attention(
     per_row = query.reshape(rows, kv_heads, group, head_dim)
     suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
     attend = KERNELS[state.kernel]
-    repeats = rows // state.layout.shape[0]
+    repeats = rows // state.prompts
     output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, suffix_mask, scale, repeats)
     return output.reshape(rows, query_heads, new_tokens, head_dim).transpose(1, 2), None
 
