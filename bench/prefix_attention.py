@@ -22,7 +22,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, pack_prefix, prefix_chunks, to_prompts, to_rows
+from travel.generation.prefix_attention import KERNELS, pack_prefix, prefix_chunks, prompt_tokens, to_prompts, to_rows
 
 
 def reference(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
@@ -61,8 +61,8 @@ def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None) -> tuple:
         return inputs
     per_row, prefix_keys, prefix_values, prefix_bias, *rest = inputs
     attention = (prefix_bias[:, 0, 0] == 0).long()
-    chunks = prefix_chunks(attention, prefix_keys.shape[1], per_prompt)
-    return (per_row, pack_prefix(prefix_keys, attention), pack_prefix(prefix_values, attention), chunks, *rest)
+    chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt), prompt_tokens(attention)
+    return (per_row, pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens), chunks, *rest)
 
 
 def main(argv: list[str] | None = None) -> int:

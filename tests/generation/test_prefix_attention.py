@@ -17,6 +17,7 @@ from travel.generation.prefix_attention import (
     flex_prefix_attention,
     joint_softmax_attention,
     pack_prefix,
+    prompt_tokens,
     prefix_chunks,
     prefix_kernel,
     to_prompts,
@@ -63,7 +64,8 @@ def chunked(per_prompt, per_row, prefix_keys, prefix_values, prefix_bias, key, v
     """The chunked kernel over the same inputs: the prefix packed and cut into `per_prompt` chunks per prompt."""
     attention = (prefix_bias[:, 0, 0] == 0).long()
     chunks = prefix_chunks(attention, prefix_keys.shape[1], per_prompt)
-    packed_keys, packed_values = pack_prefix(prefix_keys, attention), pack_prefix(prefix_values, attention)
+    tokens = prompt_tokens(attention)
+    packed_keys, packed_values = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
     return chunked_flash_attention(per_row, packed_keys, packed_values, chunks, key, value, suffix_mask, scale, repeats)
 
 
@@ -81,7 +83,7 @@ def test_chunks_pack_each_prompts_tokens_without_padding():
     chunks = prefix_chunks(attention, kv_heads=2, per_prompt=3)
     assert chunks.offsets.tolist() == [0, 2, 4, 5, 8, 10, 12] and chunks.longest == 3 and chunks.prompts == 2
     keys = torch.arange(2 * 2 * 7 * 1).reshape(2, 2, 7, 1)  # (prompts, kv heads, width, dim)
-    packed = pack_prefix(keys, attention)
+    packed = pack_prefix(keys, prompt_tokens(attention))
     assert packed.shape == (12, 2, 1)
     assert packed[:5, 0, 0].tolist() == [2, 3, 4, 5, 6]  # prompt 0's tokens, its padding dropped
     assert packed[5:, 1, 0].tolist() == list(range(21, 28))  # prompt 1, second kv head

@@ -130,12 +130,12 @@ def flex_prefix_attention(
 
 
 def with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale: float) -> torch.Tensor:
-    """The prefix part (rows, kv heads, group, head dim), normalised over the prefix alone with log-sum-exp
+    """The float32 prefix part (rows, kv heads, group, head dim), normalised over the prefix alone with log-sum-exp
     `prefix_lse` (rows, kv heads, group, 1), merged with the rows' suffix attention under the joint normaliser."""
     suffix_scores = torch.matmul(per_row, key.transpose(-1, -2)).float() * scale + suffix_mask
     total = torch.logaddexp(prefix_lse, torch.logsumexp(suffix_scores, dim=-1, keepdim=True))
     suffix_weights = torch.exp(suffix_scores - total).to(value.dtype)  # the joint softmax over the suffix columns
-    output = from_prefix.float() * torch.exp(prefix_lse - total) + torch.matmul(suffix_weights, value).float()
+    output = from_prefix * torch.exp(prefix_lse - total) + torch.matmul(suffix_weights, value).float()
     return output.to(value.dtype)
 
 
@@ -191,10 +191,16 @@ def prefix_chunks(attention: torch.Tensor, kv_heads: int, per_prompt: int | None
     return PrefixChunks(offsets, prompts, per_prompt, max(sizes))
 
 
-def pack_prefix(tensor: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+def prompt_tokens(attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt, column) of every token of the (prompts, width) prompt mask, prompt-major: what `pack_prefix`
+    gathers, found once for all layers."""
+    return attention.bool().nonzero(as_tuple=True)
+
+
+def pack_prefix(tensor: torch.Tensor, tokens: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """(prompts, kv heads, width, head dim) prefix keys or values -> (tokens, kv heads, head dim), the prompts'
-    unpadded tokens back to back (`PrefixChunks`' packing)."""
-    return tensor.transpose(1, 2)[attention.bool()].contiguous()
+    unpadded tokens (`prompt_tokens`) back to back (`PrefixChunks`' packing)."""
+    return tensor.transpose(1, 2)[tokens].contiguous()
 
 
 def chunked_flash_attention(

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, PrefixChunks, pack_prefix, prefix_chunks
+from travel.generation.prefix_attention import KERNELS, PrefixChunks, pack_prefix, prefix_chunks, prompt_tokens
 from travel.generation.static_step import (
     StaticDecodeStep,
     StaticPositionLayer,
@@ -102,14 +102,14 @@ def split_prefix(
     """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
     replaced by `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers."""
     prompts, width = attention.shape
-    packed = kernel == "chunked_flash"
+    tokens = prompt_tokens(attention) if kernel == "chunked_flash" else None
     prefix = []
     for index, layer in enumerate(cache.layers):
         keys, values = layer._key_buffer, layer._value_buffer
-        prefix.append((pack_prefix(keys, attention), pack_prefix(values, attention)) if packed else (keys, values))
+        prefix.append((keys, values) if tokens is None else (pack_prefix(keys, tokens), pack_prefix(values, tokens)))
         suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
         cache.layers[index] = suffix_layer(suffix[0], suffix[1])
-    if packed:
+    if tokens is not None:
         return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel)
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
