@@ -22,7 +22,9 @@ from travel.generation.prefix_attention import (
     prefix_kernel,
     to_prompts,
     to_rows,
+    WrittenSuffix,
 )
+from travel.generation.shared_prefix import split_prefix
 
 
 def attention_inputs(prompts, repeats, group, device="cpu", dtype=torch.float32, width=23, capacity=9, dim=16, seed=0):
@@ -76,6 +78,55 @@ def test_the_chunked_kernel_is_the_same_attention(per_prompt, prompts, repeats, 
     got = chunked(per_prompt, *inputs)
     assert got.shape == inputs[0].shape and got.dtype == torch.float32
     torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
+def written_inputs(prompts, repeats, per_kv, positions, device="cpu", dtype=torch.float32, capacity=9, **sizes):
+    """`attention_inputs` whose suffix mask opens what `WrittenSuffix` says: row r has written `lengths[r]` columns,
+    and its query heads x `positions` new queries (position minor) see the columns up to their own."""
+    *inputs, _, scale, repeats = attention_inputs(prompts, repeats, per_kv * positions, device, dtype, capacity=capacity, **sizes)
+    rows = prompts * repeats
+    lengths = torch.tensor([positions + (3 * r) % (capacity - positions + 1) for r in range(rows)], dtype=torch.int32)
+    position = torch.arange(positions).repeat(per_kv)  # of each query in the group
+    last_seen = lengths[:, None] - positions + position[None, :]  # (rows, group)
+    hidden = torch.arange(capacity)[None, None, :] > last_seen[:, :, None]
+    suffix_mask = torch.zeros(rows, 1, per_kv * positions, capacity).masked_fill(hidden[:, None], float("-inf"))
+    written = WrittenSuffix(lengths.to(device), positions)
+    return (*inputs, suffix_mask.to(device), scale, repeats), written
+
+
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 3, 2, 1), (1, 1, 4, 1), (2, 2, 2, 5)],
+                         ids=["k3", "k1", "jump"])
+def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(prompts, repeats, per_kv, positions):
+    inputs, written = written_inputs(prompts, repeats, per_kv, positions)
+    expected = concatenated(*inputs)
+    per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], 3), prompt_tokens(attention)
+    packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
+    poisoned = [tensor.clone() for tensor in (key, value)]
+    for row, length in enumerate(written.lengths.tolist()):
+        for tensor in poisoned:
+            tensor[row, :, length:] = float("nan")  # columns past a row's written end must not be read
+    got = chunked_flash_attention(per_row, *packed, chunks, *poisoned, None, scale, repeats, written)
+    torch.testing.assert_close(got.double(), expected, atol=2e-6, rtol=1e-5)
+
+
+def test_the_chunked_kernels_suffix_buffers_are_laid_out_for_flash_attention():
+    class Layer:
+        def __init__(self, keys):
+            self._key_buffer, self._value_buffer = keys, keys.clone()
+
+    class Cache:
+        def __init__(self):
+            self.layers = [Layer(torch.randn(2, 2, 6, 4)) for _ in range(3)]
+
+    cache, attention = Cache(), torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
+    state = split_prefix(cache, attention, repeats=3, capacity=16, suffix_layer=lambda k, v: (k, v), kernel="chunked_flash")
+    assert state.suffix_lengths.tolist() == [0] * 6 and state.suffix_lengths.dtype == torch.int32
+    for keys, values in cache.layers:
+        assert keys.shape == values.shape == (6, 2, 16, 4)
+        assert keys.transpose(1, 2).is_contiguous() and values.transpose(1, 2).is_contiguous()
+    assert split_prefix(Cache(), attention, 3, 16, lambda k, v: (k, v), "joint_softmax").suffix_lengths is None
 
 
 def test_chunks_pack_each_prompts_tokens_without_padding():
@@ -160,6 +211,24 @@ def test_the_flash_chunked_kernel_on_cuda_matches_the_joint_softmax(per_prompt, 
     chunked_error = (chunked(per_prompt, *inputs).double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert chunked_error <= max(2 * joint_error, 1e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's FlashAttention kernel needs CUDA")
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 20, 4, 1), (1, 1, 4, 1), (2, 4, 4, 8)],
+                         ids=["k20", "k1", "jump"])
+def test_the_flash_written_suffix_on_cuda_matches_the_joint_softmax(prompts, repeats, per_kv, positions):
+    inputs, written = written_inputs(prompts, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256,
+                                     width=3000, dim=128)
+    expected = concatenated(*inputs)
+    per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1]), prompt_tokens(attention)
+    packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
+    laid_out = [tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value)]  # as split_prefix lays it
+    got = chunked_flash_attention(per_row, *packed, chunks, *laid_out, None, scale, repeats, written)
+    written_error = (got.double() - expected).abs().max().item()
+    joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
+    assert written_error <= max(2 * joint_error, 1e-2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the automatic choice differs on a GPU")

@@ -130,5 +130,10 @@ class SharedPrefixJumpStep(JumpDecodeStep):
         none = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)
         self._start(model, cache, cache_name, none, columns, 0, prompt_lengths, width, cuda_graph)
 
+    def __call__(self, tokens: torch.Tensor, counts: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
+        if self.prefix.suffix_lengths is not None:  # a row writes W columns from its generated count on
+            self.prefix.suffix_lengths.copy_(generated + self.width)
+        return super().__call__(tokens, counts, generated)
+
     def attention(self) -> contextlib.AbstractContextManager[None]:
         return shared_prefix_attention(self.model, self.prefix)

@@ -203,6 +203,16 @@ def pack_prefix(tensor: torch.Tensor, tokens: tuple[torch.Tensor, torch.Tensor])
     return tensor.transpose(1, 2)[tokens].contiguous()
 
 
+@dataclass(frozen=True)
+class WrittenSuffix:
+    """How far each row's suffix is written, for a kernel that reads those columns alone: a row's `positions` new
+    queries sit at its last `positions` written columns, so its query i sees columns 0 to `lengths - positions + i`
+    (the causal mask aligned to the written end, as FlashAttention aligns it)."""
+
+    lengths: torch.Tensor  # (rows,) int32
+    positions: int
+
+
 def chunked_flash_attention(
     per_row: torch.Tensor,
     prefix_keys: torch.Tensor,
@@ -213,10 +223,13 @@ def chunked_flash_attention(
     suffix_mask: torch.Tensor,
     scale: float,
     repeats: int,
+    written: WrittenSuffix | None = None,
 ) -> torch.Tensor:
     """`joint_softmax_attention`'s contract over a packed prefix (`pack_prefix`, (tokens, kv heads, head dim)):
     every chunk of `chunks` is one sequence of a variable-length FlashAttention call, whose queries are all
-    its prompt's K x group queries; the chunks' outputs are merged by their log-sum-exps, then with the suffix."""
+    its prompt's K x group queries; the chunks' outputs are merged by their log-sum-exps, then with the suffix.
+    With `written` the suffix is read by a second such call over each row's written columns alone
+    (`written_suffix_attention`; `suffix_mask` is then not read)."""
     prompts, per_prompt = chunks.prompts, chunks.per_prompt
     rows, kv_heads, group, head_dim = per_row.shape
     queries = repeats * group  # per prompt, per key/value head
@@ -224,7 +237,7 @@ def chunked_flash_attention(
     chunk_queries = per_prompt_queries.unsqueeze(1).expand(prompts, per_prompt, queries, kv_heads, head_dim)
     chunk_queries = chunk_queries.reshape(prompts * per_prompt * queries, kv_heads, head_dim)
     query_offsets = torch.arange(0, (prompts * per_prompt + 1) * queries, queries, dtype=torch.int32, device=per_row.device)
-    attend = _flash_varlen if per_row.is_cuda and per_row.dtype in (torch.float16, torch.bfloat16) else varlen_reference
+    attend = _flash_varlen if _flash_runs(per_row) else varlen_reference
     output, lse = attend(chunk_queries, prefix_keys, prefix_values, query_offsets, chunks.offsets, queries, chunks.longest, scale)
     output = output.view(prompts, per_prompt, queries, kv_heads, head_dim).float()
     lse = lse.view(kv_heads, prompts, per_prompt, queries).permute(1, 2, 3, 0)  # (prompts, chunks, K x group, kv heads)
@@ -232,28 +245,79 @@ def chunked_flash_attention(
     from_prefix = (output * torch.exp(lse - prefix_lse.unsqueeze(1)).unsqueeze(-1)).sum(dim=1)
     from_prefix = to_rows(from_prefix.transpose(1, 2), prompts, repeats)  # normalised over the prefix alone
     prefix_lse = to_rows(prefix_lse.transpose(1, 2).unsqueeze(-1), prompts, repeats)
-    return with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale)
+    if written is None:
+        return with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale)
+    from_suffix, suffix_lse = written_suffix_attention(per_row, key, value, written, scale)
+    total = torch.logaddexp(prefix_lse, suffix_lse)
+    output = from_prefix * torch.exp(prefix_lse - total) + from_suffix.float() * torch.exp(suffix_lse - total)
+    return output.to(value.dtype)
 
 
-def _flash_varlen(query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float):
+def written_suffix_attention(
+    per_row: torch.Tensor, key: torch.Tensor, value: torch.Tensor, written: WrittenSuffix, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows' attention over their own written suffix columns alone, by one variable-length FlashAttention call
+    (a sequence per row, the causal mask of `WrittenSuffix`), unlike `with_suffix`, which scores every column of
+    the capacity. `key` and `value` (rows, kv heads, capacity, head dim) should be views of (rows, capacity, kv
+    heads, head dim) storage (`shared_prefix.split_prefix` lays them so), else the call copies them. Returns the
+    output like `per_row`, normalised over the suffix alone, and its (rows, kv heads, group, 1) log-sum-exp."""
+    rows, kv_heads, group, head_dim = per_row.shape
+    positions, capacity = written.positions, key.shape[2]
+    per_kv = group // positions  # query heads per key/value head: group is (query head, position), position minor
+    queries = per_row.view(rows, kv_heads, per_kv, positions, head_dim).permute(0, 3, 1, 2, 4)
+    queries = queries.reshape(rows * positions, kv_heads * per_kv, head_dim)  # FlashAttention's grouped-query layout
+    keys = key.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
+    values = value.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
+    device = per_row.device
+    query_offsets = torch.arange(0, (rows + 1) * positions, positions, dtype=torch.int32, device=device)
+    key_offsets = torch.arange(0, (rows + 1) * capacity, capacity, dtype=torch.int32, device=device)
+    attend = _flash_varlen if _flash_runs(per_row) else varlen_reference
+    output, lse = attend(queries, keys, values, query_offsets, key_offsets, positions, capacity, scale, True, written.lengths)
+    output = output.view(rows, positions, kv_heads, per_kv, head_dim).permute(0, 2, 3, 1, 4).reshape(per_row.shape)
+    lse = lse.view(kv_heads, per_kv, rows, positions).permute(2, 0, 1, 3).reshape(rows, kv_heads, group, 1)
+    return output, lse
+
+
+def _flash_runs(tensor: torch.Tensor) -> bool:
+    return tensor.is_cuda and tensor.dtype in (torch.float16, torch.bfloat16)
+
+
+def _flash_varlen(
+    query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float,
+    causal: bool = False, used_keys: torch.Tensor | None = None,
+):
     output, lse, *_ = torch.ops.aten._flash_attention_forward(
-        query, key, value, query_offsets, key_offsets, most_queries, most_keys, 0.0, False, False, scale=scale
+        query, key, value, query_offsets, key_offsets, most_queries, most_keys, 0.0, causal, False, scale=scale,
+        seqused_k=used_keys,
     )
     return output, lse
 
 
-def varlen_reference(query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float):
+def varlen_reference(
+    query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float,
+    causal: bool = False, used_keys: torch.Tensor | None = None,
+):
     """The variable-length FlashAttention call's contract, in plain torch: sequence s's queries
-    `query[query_offsets[s]:query_offsets[s + 1]]` (tokens, heads, dim) attend over its keys and values alone.
-    Returns the output like `query` and the float32 (heads, queries) log-sum-exps."""
+    `query[query_offsets[s]:query_offsets[s + 1]]` (tokens, heads, dim) attend over its keys and values alone,
+    `key[key_offsets[s]:]`, the first `used_keys[s]` of them where given, else up to `key_offsets[s + 1]`; `causal`
+    lets query i of n see the keys up to `keys - n + i`. Query heads share key/value heads in groups, as in
+    `repeat_kv`. Returns the output like `query` and the float32 (heads, queries) log-sum-exps."""
     output = torch.empty_like(query)
     lse = torch.empty((query.shape[1], query.shape[0]), dtype=torch.float32, device=query.device)
-    bounds = list(zip(query_offsets.tolist(), query_offsets.tolist()[1:], key_offsets.tolist(), key_offsets.tolist()[1:]))
-    for q_start, q_end, k_start, k_end in bounds:
-        scores = torch.einsum("qhd,khd->hqk", query[q_start:q_end].float(), key[k_start:k_end].float()) * scale
+    group = query.shape[1] // key.shape[1]
+    q_bounds, k_bounds = query_offsets.tolist(), key_offsets.tolist()
+    used = used_keys.tolist() if used_keys is not None else [end - start for start, end in zip(k_bounds, k_bounds[1:])]
+    for q_start, q_end, k_start, length in zip(q_bounds, q_bounds[1:], k_bounds, used):
+        keys = key[k_start : k_start + length].float().repeat_interleave(group, dim=1)
+        values = value[k_start : k_start + length].float().repeat_interleave(group, dim=1)
+        scores = torch.einsum("qhd,khd->hqk", query[q_start:q_end].float(), keys) * scale
+        if causal:
+            count = q_end - q_start
+            late = torch.arange(length)[None, :] > torch.arange(count)[:, None] + (length - count)
+            scores = scores.masked_fill(late.to(scores.device), float("-inf"))
         lse[:, q_start:q_end] = torch.logsumexp(scores, dim=-1)
         weights = torch.softmax(scores, dim=-1)
-        output[q_start:q_end] = torch.einsum("hqk,khd->qhd", weights, value[k_start:k_end].float()).to(query.dtype)
+        output[q_start:q_end] = torch.einsum("hqk,khd->qhd", weights, values).to(query.dtype)
     return output, lse
 
 

@@ -23,7 +23,14 @@ from typing import Any
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, PrefixChunks, pack_prefix, prefix_chunks, prompt_tokens
+from travel.generation.prefix_attention import (
+    KERNELS,
+    PrefixChunks,
+    WrittenSuffix,
+    pack_prefix,
+    prefix_chunks,
+    prompt_tokens,
+)
 from travel.generation.static_step import (
     StaticDecodeStep,
     StaticPositionLayer,
@@ -42,11 +49,14 @@ class PrefixState:
     """Every layer's prefix keys and values, and what the kernel needs besides: for `joint_softmax` and `flex`
     (prompts, kv heads, width, head dim) tensors under `layout`, the (prompts, 1, 1, width) float32 bias (0 over
     each prompt's tokens, -inf over its left padding); for `chunked_flash` (tokens, kv heads, head dim) packed
-    tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`."""
+    tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`. `suffix_lengths` (rows,) int32, kept only for
+    `chunked_flash`, is how many suffix columns each row has written, with this step's tokens: the step sets it
+    before each forward, and that kernel reads those columns alone."""
 
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     layout: torch.Tensor | PrefixChunks
     kernel: str = "joint_softmax"  # a name in prefix_attention.KERNELS
+    suffix_lengths: torch.Tensor | None = None
 
     @property
     def prompts(self) -> int:
@@ -79,10 +89,14 @@ def shared_prefix_decode_attention(
     scale = head_dim**-0.5 if scaling is None else scaling
     # query head h uses key/value head h // group (transformers' repeat_kv order); rows are prompt-major
     per_row = query.reshape(rows, kv_heads, group, head_dim)
-    suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
     attend = KERNELS[state.kernel]
     repeats = rows // state.prompts
-    output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, suffix_mask, scale, repeats)
+    if state.suffix_lengths is None:
+        suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
+        output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, suffix_mask, scale, repeats)
+    else:  # the kernel reads each row's written suffix columns alone, which is what the mask opens
+        written = WrittenSuffix(state.suffix_lengths, new_tokens)
+        output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, None, scale, repeats, written)
     return output.reshape(rows, query_heads, new_tokens, head_dim).transpose(1, 2), None
 
 
@@ -100,17 +114,26 @@ def split_prefix(
     cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any, kernel: str = "joint_softmax"
 ) -> PrefixState:
     """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
-    replaced by `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers."""
+    replaced by `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers.
+    For `chunked_flash` those are views of (rows, capacity, kv heads, head dim) storage, the layout its
+    FlashAttention call reads a row's columns in."""
     prompts, width = attention.shape
+    rows = prompts * repeats
     tokens = prompt_tokens(attention) if kernel == "chunked_flash" else None
     prefix = []
     for index, layer in enumerate(cache.layers):
         keys, values = layer._key_buffer, layer._value_buffer
-        prefix.append((keys, values) if tokens is None else (pack_prefix(keys, tokens), pack_prefix(values, tokens)))
-        suffix = [keys.new_zeros((prompts * repeats, keys.shape[1], capacity, keys.shape[3])) for _ in range(2)]
+        kv_heads, head_dim = keys.shape[1], keys.shape[3]
+        if tokens is None:
+            prefix.append((keys, values))
+            suffix = [keys.new_zeros((rows, kv_heads, capacity, head_dim)) for _ in range(2)]
+        else:
+            prefix.append((pack_prefix(keys, tokens), pack_prefix(values, tokens)))
+            suffix = [keys.new_zeros((rows, capacity, kv_heads, head_dim)).transpose(1, 2) for _ in range(2)]
         cache.layers[index] = suffix_layer(suffix[0], suffix[1])
     if tokens is not None:
-        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel)
+        lengths = torch.zeros((rows,), dtype=torch.int32, device=attention.device)
+        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel, lengths)
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
     return PrefixState(prefix, prefix_bias, kernel)
@@ -143,6 +166,11 @@ class SharedPrefixDecodeStep(StaticDecodeStep):
         bias = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)
         # the suffix starts empty: step s writes column s
         self._start(model, cache, cache_name, bias, write_index, 0, prompt_lengths, cuda_graph)
+
+    def __call__(self, token: torch.Tensor, step: int) -> torch.Tensor:
+        if self.prefix.suffix_lengths is not None:
+            self.prefix.suffix_lengths.fill_(step + 1)  # step s writes column s
+        return super().__call__(token, step)
 
     def attention(self) -> contextlib.AbstractContextManager[None]:
         return shared_prefix_attention(self.model, self.prefix)
