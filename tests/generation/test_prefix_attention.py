@@ -25,6 +25,7 @@ from travel.generation.prefix_attention import (
     WrittenSuffix,
 )
 from travel.generation.shared_prefix import split_prefix
+from travel.generation.static_step import StaticPositionLayer
 
 
 def attention_inputs(prompts, repeats, group, device="cpu", dtype=torch.float32, width=23, capacity=9, dim=16, seed=0):
@@ -121,12 +122,18 @@ def test_the_chunked_kernels_suffix_buffers_are_laid_out_for_flash_attention():
             self.layers = [Layer(torch.randn(2, 2, 6, 4)) for _ in range(3)]
 
     cache, attention = Cache(), torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
-    state = split_prefix(cache, attention, repeats=3, capacity=16, suffix_layer=lambda k, v: (k, v), kernel="chunked_flash")
+    layer = lambda keys, values, token_major: StaticPositionLayer(keys, values, torch.tensor([3]), token_major)  # noqa: E731
+    state = split_prefix(cache, attention, repeats=3, capacity=16, suffix_layer=layer, kernel="chunked_flash")
     assert state.suffix_lengths.tolist() == [0] * 6 and state.suffix_lengths.dtype == torch.int32
-    for keys, values in cache.layers:
+    for suffix in cache.layers:
+        assert suffix.token_major and all(buffer.shape == (6, 16, 2, 4) for buffer in suffix.buffers)
+        new = torch.randn(6, 2, 1, 4)
+        keys, values = suffix.update(new, 2 * new)
         assert keys.shape == values.shape == (6, 2, 16, 4)
-        assert keys.transpose(1, 2).is_contiguous() and values.transpose(1, 2).is_contiguous()
-    assert split_prefix(Cache(), attention, 3, 16, lambda k, v: (k, v), "joint_softmax").suffix_lengths is None
+        assert torch.equal(keys[:, :, 3:4], new) and torch.equal(values[:, :, 3:4], 2 * new)
+        assert torch.equal(suffix.buffers[0][:, 3], new[:, :, 0]) and suffix.buffers[0][:, 2].abs().sum() == 0
+    joint = split_prefix(Cache(), attention, 3, 16, layer, "joint_softmax")
+    assert joint.suffix_lengths is None
 
 
 def test_chunks_pack_each_prompts_tokens_without_padding():

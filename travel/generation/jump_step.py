@@ -41,10 +41,14 @@ if StaticPositionLayer is not None:
         """Keys and values over the whole capacity; `update` writes token i of row r at column `write_index[r, i]`."""
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
-            index = self.write_index[:, None, :, None].expand(-1, key_states.shape[1], -1, key_states.shape[3])
-            self.keys.scatter_(2, index, key_states.to(self.keys.dtype))
-            self.values.scatter_(2, index, value_states.to(self.values.dtype))
-            return self.keys, self.values
+            rows, kv_heads, width, head_dim = key_states.shape
+            if self.token_major:
+                dim, index = 1, self.write_index[:, :, None, None].expand(-1, -1, kv_heads, head_dim)
+            else:
+                dim, index = 2, self.write_index[:, None, :, None].expand(-1, kv_heads, -1, head_dim)
+            for buffer, states in zip(self.buffers, (key_states, value_states)):
+                buffer.scatter_(dim, index, self._written(states))
+            return self._views()
 
 
 class JumpDecodeStep(StaticDecodeStep):
@@ -123,7 +127,7 @@ class SharedPrefixJumpStep(JumpDecodeStep):
         prompts = attention.shape[0]
         capacity = aligned_capacity(0, new_tokens + width)
         columns = torch.zeros((prompts * repeats, width), dtype=torch.long, device=attention.device)
-        suffix_layer = lambda k, v: RowPositionLayer(k, v, columns)  # noqa: E731
+        suffix_layer = lambda k, v, token_major: RowPositionLayer(k, v, columns, token_major)  # noqa: E731
         self.prefix = split_prefix(cache, attention, repeats, capacity, suffix_layer, kernel)
         dtype = self.prefix.layers[0][0].dtype
         # the suffix holds generated tokens only: nothing is visible before a row writes it

@@ -114,9 +114,9 @@ def split_prefix(
     cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any, kernel: str = "joint_softmax"
 ) -> PrefixState:
     """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
-    replaced by `suffix_layer(keys, values)` over new zeroed (rows, kv heads, capacity, head dim) suffix buffers.
-    For `chunked_flash` those are views of (rows, capacity, kv heads, head dim) storage, the layout its
-    FlashAttention call reads a row's columns in."""
+    replaced by `suffix_layer(keys, values, token_major)` over new zeroed (rows, kv heads, capacity, head dim)
+    suffix buffers; for `chunked_flash` they are `token_major`, (rows, capacity, kv heads, head dim), the layout
+    its FlashAttention call reads a row's columns in."""
     prompts, width = attention.shape
     rows = prompts * repeats
     tokens = prompt_tokens(attention) if kernel == "chunked_flash" else None
@@ -129,8 +129,8 @@ def split_prefix(
             suffix = [keys.new_zeros((rows, kv_heads, capacity, head_dim)) for _ in range(2)]
         else:
             prefix.append((pack_prefix(keys, tokens), pack_prefix(values, tokens)))
-            suffix = [keys.new_zeros((rows, capacity, kv_heads, head_dim)).transpose(1, 2) for _ in range(2)]
-        cache.layers[index] = suffix_layer(suffix[0], suffix[1])
+            suffix = [keys.new_zeros((rows, capacity, kv_heads, head_dim)) for _ in range(2)]
+        cache.layers[index] = suffix_layer(suffix[0], suffix[1], tokens is not None)
     if tokens is not None:
         lengths = torch.zeros((rows,), dtype=torch.int32, device=attention.device)
         return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel, lengths)
@@ -160,7 +160,7 @@ class SharedPrefixDecodeStep(StaticDecodeStep):
         prompts = attention.shape[0]
         capacity = aligned_capacity(0, new_tokens)
         write_index = torch.zeros((1,), dtype=torch.long, device=attention.device)
-        suffix_layer = lambda k, v: StaticPositionLayer(k, v, write_index)  # noqa: E731
+        suffix_layer = lambda k, v, token_major: StaticPositionLayer(k, v, write_index, token_major)  # noqa: E731
         self.prefix = split_prefix(cache, attention, repeats, capacity, suffix_layer, kernel)
         dtype = self.prefix.layers[0][0].dtype
         bias = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)

@@ -133,22 +133,40 @@ def aligned_capacity(width: int, extra_tokens: int) -> int:
 if DynamicLayer is not None:
 
     class StaticPositionLayer(DynamicLayer):
-        """Keys and values over the whole capacity; `update` writes the step's token at `write_index`."""
+        """Keys and values over the whole capacity; `update` writes the step's token at `write_index`.
 
-        def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, write_index: torch.Tensor):
+        The buffers are (rows, kv heads, capacity, head dim), or with `token_major` (rows, capacity, kv heads,
+        head dim) (what FlashAttention reads); `keys` and `values` are then their (rows, kv heads, capacity,
+        head dim) views. The writes go to the buffers themselves: under torch.compile a write through a view of
+        a graph input is not done in place but through a copy of the whole buffer."""
+
+        def __init__(
+            self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, write_index: torch.Tensor, token_major: bool = False
+        ):
             super().__init__()
-            self.keys, self.values, self.write_index = key_buffer, value_buffer, write_index
+            self.buffers, self.token_major = (key_buffer, value_buffer), token_major
+            self.keys, self.values = (buffer.transpose(1, 2) if token_major else buffer for buffer in self.buffers)
+            self.write_index = write_index
             self.dtype, self.device = key_buffer.dtype, key_buffer.device
             self.is_initialized = True
+
+        def _written(self, states: torch.Tensor) -> torch.Tensor:
+            """(rows, kv heads, W, head dim) states in the buffers' layout and dtype."""
+            return (states.transpose(1, 2) if self.token_major else states).to(self.dtype)
+
+        def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+            keys, values = self.buffers
+            return (keys.transpose(1, 2), values.transpose(1, 2)) if self.token_major else (keys, values)
 
         def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
             raise RuntimeError("a StaticPositionLayer is created initialised")
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
             # under autocast the rotated keys come out in fp32 and the values in bf16: store both as the cache does
-            self.keys.index_copy_(2, self.write_index, key_states.to(self.keys.dtype))
-            self.values.index_copy_(2, self.write_index, value_states.to(self.values.dtype))
-            return self.keys, self.values
+            dim = 1 if self.token_major else 2
+            for buffer, states in zip(self.buffers, (key_states, value_states)):
+                buffer.index_copy_(dim, self.write_index, self._written(states))
+            return self._views()
 
         def get_seq_length(self) -> int:
             return int(self.keys.shape[-2])
