@@ -332,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         compile_note = ""
         if "compile" in options:  # the first call compiles; the timed call is the second, like a run's later calls
+            # as in a process of its own: a step of another layout compiled first would make this one's sizes and
+            # strides dynamic (a slower compile, and slower kernels), which is not what a decode of one kind runs
+            torch._dynamo.reset()
             compile_seconds, _, _ = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
             compile_note = f"; first call (compiles) {compile_seconds:.1f} s"
         seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))

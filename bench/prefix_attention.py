@@ -3,7 +3,8 @@
 One step of a model with `--layers` layers attends once per layer; each layer here has its own prefix and
 suffix tensors (so no layer reads another's from the L2 cache), and all layers' calls of one kernel run as
 one captured CUDA graph, timed over `--repeat` replays. The floor is the bytes a step must read (every
-layer's prefix and suffix keys and values, once) at `--bandwidth` GB/s. Each kernel's output is compared with
+layer's prefix keys and values and the suffix's `--generated` written columns, once) at `--bandwidth` GB/s;
+`chunked_flash` reads those columns alone, as the decoder runs it, the other kernels the whole `--capacity`. Each kernel's output is compared with
 a float64 evaluation of the same attention.
 
     python bench/prefix_attention.py --candidates 20
@@ -22,7 +23,15 @@ if __package__ in (None, ""):
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, pack_prefix, prefix_chunks, prompt_tokens, to_prompts, to_rows
+from travel.generation.prefix_attention import (
+    KERNELS,
+    WrittenSuffix,
+    pack_prefix,
+    prefix_chunks,
+    prompt_tokens,
+    to_prompts,
+    to_rows,
+)
 
 
 def reference(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
@@ -55,14 +64,18 @@ def layer_inputs(args: argparse.Namespace, device: torch.device, dtype: torch.dt
     return per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, args.head_dim**-0.5, args.candidates
 
 
-def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None) -> tuple:
-    """`inputs` as kernel `name` takes them: `chunked_flash` reads the prefix packed and chunked."""
+def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None, generated: int) -> tuple:
+    """`inputs` as kernel `name` takes them. `chunked_flash`, as the decoder's steps call it, reads the prefix packed
+    and chunked, and the suffix's `generated` written columns alone from token-major buffers."""
     if name != "chunked_flash":
         return inputs
-    per_row, prefix_keys, prefix_values, prefix_bias, *rest = inputs
+    per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
     attention = (prefix_bias[:, 0, 0] == 0).long()
     chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt), prompt_tokens(attention)
-    return (per_row, pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens), chunks, *rest)
+    key, value = (tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value))
+    written = WrittenSuffix(torch.full((per_row.shape[0],), generated, dtype=torch.int32, device=per_row.device), 1)
+    packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
+    return (per_row, *packed, chunks, key, value, None, scale, repeats, written)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,18 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     layers = [layer_inputs(args, device, dtype, generator) for _ in range(args.layers)]
     element = torch.finfo(dtype).bits // 8
     rows = args.prompts * args.candidates
-    floor_bytes = args.layers * 2 * element * args.kv_heads * args.head_dim * (args.prompts * args.prompt_tokens + rows * args.capacity)
+    floor_bytes = args.layers * 2 * element * args.kv_heads * args.head_dim * (args.prompts * args.prompt_tokens + rows * args.generated)
     floor_ms = floor_bytes / (args.bandwidth * 1e9) * 1e3
     print(
         f"{args.prompts} prompt(s) x {args.candidates} candidates, {args.prompt_tokens}-token prefix, {args.capacity}-column "
-        f"suffix, {args.layers} layers, {args.query_heads}/{args.kv_heads} heads x {args.head_dim}, {dtype} on {device}"
+        f"suffix ({args.generated} written), {args.layers} layers, {args.query_heads}/{args.kv_heads} heads x {args.head_dim}, {dtype} on {device}"
     )
     print(f"| kernel | ms / step | x floor ({floor_ms:.3f} ms) | max abs error | first call s |")
     print("| --- | ---: | ---: | ---: | ---: |")
     expected = reference(*layers[0])
     for name in [kernel.strip() for kernel in args.kernels.split(",") if kernel.strip()]:
         attend = KERNELS[name]
-        inputs_of = [kernel_inputs(name, inputs, args.chunks) for inputs in layers]
+        inputs_of = [kernel_inputs(name, inputs, args.chunks, args.generated) for inputs in layers]
         started = time.perf_counter()
         output = attend(*inputs_of[0])  # compiles where the kernel compiles
         first = time.perf_counter() - started

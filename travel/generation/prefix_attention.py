@@ -14,8 +14,11 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 - `chunked_flash_attention` keeps the prefix packed without padding and cut into chunks, enough to occupy every
   multiprocessor even for one prompt (split-K, as flash-decoding does); one variable-length FlashAttention call
   attends each chunk with all its prompt's queries and returns each chunk's log-sum-exp, and the chunks are then
-  merged like the suffix. On CUDA in half precision it calls torch's FlashAttention kernel; elsewhere a plain
-  torch reference of that call (`varlen_reference`), so the packing and merging are tested on the CPU.
+  merged like the suffix. In the decoder's steps a second such call reads each row's suffix, its written columns
+  alone (`WrittenSuffix`, from token-major buffers), where the other kernels score every column of the decode
+  budget under a mask. On CUDA in half precision it calls torch's FlashAttention kernel; elsewhere a plain
+  torch reference of that call (`varlen_reference`), so the packing, the causal suffix and the merging are tested
+  on the CPU.
 
 `bench/prefix_attention.py` times the kernels alone. On an H200 (torch 2.11; 36 layers, 32/8 heads x 128, bf16,
 one graph replay per step, not compiled) the joint softmax took 5.21 ms per step for 20 candidates of a 6,000-token
@@ -24,7 +27,10 @@ tokens; the chunked kernel 5.85 (23 chunks), 3.73 and 11.34 ms (8 chunks); FlexA
 Alone, the chunked kernel's merge is a dozen small kernels; in the compiled decode step inductor fuses them,
 and there (bench/generation.py, random Qwen3-4B, 256 new tokens) it took 7.72 ms per step for 20 candidates
 against the joint softmax's 8.05, and 6.59 against 6.48 ms for one. So `auto` is `chunked_flash` for more than one
-row where FlashAttention runs and the joint softmax otherwise; `flex` stays an explicit choice.
+row where FlashAttention runs and the joint softmax otherwise; `flex` stays an explicit choice. Those chunked
+numbers scored the suffix's whole capacity; reading its written columns alone, the compiled 20-candidate step
+took 7.73 ms (compiled in its own process; the joint softmax took 8.05 ms on another lease of the same GPU type
+that day). With 256 new tokens the suffix is short either way: the saving grows with the decode budget.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ attention reads all of it: for 20 candidates of a 7k-token prompt on a 4B model 
 per step, most of the step's time. Here each layer keeps the prompts' keys and values once,
 (prompts, kv heads, width, head dim), and every candidate's generated ones in its own suffix buffer
 (rows, kv heads, capacity, head dim). A step scores a prompt's K x group query heads against its prefix
-together, each candidate against its own suffix, and normalises both parts jointly (the two kernels of
+together, each candidate against its own suffix, and normalises both parts jointly (the kernels of
 `prefix_attention.py`). That is the same attention (tested against the eager loop); the prefix is read
 once per prompt instead of K times, and the cache holds each prompt once.
 
