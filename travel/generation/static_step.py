@@ -137,8 +137,8 @@ if DynamicLayer is not None:
 
         The buffers are (rows, kv heads, capacity, head dim), or with `token_major` (rows, capacity, kv heads,
         head dim) (what FlashAttention reads); `keys` and `values` are then their (rows, kv heads, capacity,
-        head dim) views. The writes go to the buffers themselves: under torch.compile a write through a view of
-        a graph input is not done in place but through a copy of the whole buffer."""
+        head dim) views. The writes go to the buffers themselves, not through those views, so a compiled step
+        mutates its inputs directly in either layout."""
 
         def __init__(
             self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, write_index: torch.Tensor, token_major: bool = False
