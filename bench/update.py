@@ -2,6 +2,9 @@
 prompt against one padded sequence per candidate (the reference's layout, the baseline). Packed two ways: the
 prompt and the candidates as one sequence under one (prompt + candidates)^2 mask, and the default, the prompt
 alone and then the candidates over its key/value cache (travel.algorithms.losses.shared_prompt_value_logprobs).
+The one-mask form runs twice: with the prompt's rows as causal attention over the prompt (its default,
+travel/algorithms/packed_attention.py) and with the whole square under the mask, as it ran before. With
+activation checkpointing on (`hardware=1xb200`) the cache is dropped, so the default method runs the one-mask form.
 
 The candidates are sampled by the actor itself for real train rows, so prompt and completion lengths are
 the ones training sees. Both methods run the same `value_loss_step` (with its AdamW step) in the same
@@ -30,11 +33,12 @@ from travel.algorithms import losses
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.run import Run
 
-# (name, packed, over the prompt's cache)
+# (name, packed, over the prompt's cache, the one-mask form's prompt rows split off)
 METHODS = (
-    ("one sequence per candidate (baseline)", False, False),
-    ("prompt packed once, one mask", True, False),
-    ("prompt packed once, candidates over its cache (default)", True, True),
+    ("one sequence per candidate (baseline)", False, False, True),
+    ("prompt packed once, one mask over the whole square", True, False, False),
+    ("prompt packed once, one mask, prompt rows causal over the prompt", True, False, True),
+    ("prompt packed once, candidates over its cache (default)", True, True, True),
 )
 
 
@@ -80,15 +84,16 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     results = []
-    for name, packed, cached in METHODS:
+    for name, packed, cached, split in METHODS:
         for repeat in range(args.repeats):
             with prompt_cache(cached):
-                seconds, peak, loss = measure(actor.device, lambda: value_loss_step(actor, samples, packed=packed))
+                step = lambda: value_loss_step(actor, samples, packed=packed, split_prompt=split)  # noqa: E731
+                seconds, peak, loss = measure(actor.device, step)
             results.append({"method": name, "packed": packed, "repeat": repeat, "seconds": seconds, "peak_bytes": peak, "loss": loss})
             print(json.dumps(results[-1]), flush=True)
     actors.close()
 
-    last = {name: [r for r in results if r["method"] == name][-1] for name, _, _ in METHODS}
+    last = {name: [r for r in results if r["method"] == name][-1] for name, *_ in METHODS}
     baseline = last[METHODS[0][0]]
     print("\n| method | seconds | peak GiB | peak - weights GiB | loss | vs baseline |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, result in last.items():

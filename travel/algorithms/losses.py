@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from travel.algorithms.packed_attention import PACKED_PROMPT_TOKENS
 from travel.generation.model_io import cache_argument, model_device, new_cache
 
 IdSequence = Sequence[int] | torch.Tensor
@@ -54,11 +55,15 @@ def _selected_logits(
     rows: torch.Tensor,
     cols: torch.Tensor,
     position_ids: torch.Tensor | None = None,
+    prompt_tokens: int | None = None,
 ) -> torch.Tensor:
-    """(N, vocab) float32 logits at the (row, col) positions."""
+    """(N, vocab) float32 logits at the (row, col) positions; `prompt_tokens`: the packed sequence's first tokens
+    are a prompt attending causally to itself alone (travel/algorithms/packed_attention.py)."""
     inputs = {"input_ids": input_ids, "attention_mask": attention, "use_cache": False}
     if position_ids is not None:
         inputs["position_ids"] = position_ids
+    if prompt_tokens is not None:
+        inputs[PACKED_PROMPT_TOKENS] = prompt_tokens
     split = _backbone_and_head(model)
     if split is None:
         logits = model(**inputs).logits
@@ -174,6 +179,7 @@ def shared_prompt_value_logprobs(
     normalize: bool = True,
     return_counts: bool = False,
     packed: bool = True,
+    split_prompt: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`value_token_logprobs` for B completions of one prompt, with the prompt computed once.
 
@@ -183,9 +189,10 @@ def shared_prompt_value_logprobs(
     from the prompt's, so every prediction sees exactly what it would see alone; the prompt's last position
     predicts every completion's first token. A K-candidate group with a long prompt costs one prompt forward
     instead of K, and no (prompt + completions)^2 mask. With activation checkpointing (which drops the cache)
-    prompt and completions run as one packed sequence under one mask; with `packed=False`, and for models
-    whose attention cannot take a custom mask, the completions run as B separate padded sequences
-    (`value_token_logprobs`).
+    prompt and completions run as one packed sequence under one mask, whose attention runs the prompt's rows as
+    plain causal attention over the prompt (travel/algorithms/packed_attention.py; `split_prompt=False` runs
+    the whole square under the mask, for comparison); with `packed=False`, and for models whose attention
+    cannot take a custom mask, the completions run as B separate padded sequences (`value_token_logprobs`).
     """
     if not packed or getattr(getattr(model, "config", None), "_attn_implementation", "sdpa") not in PACKABLE_ATTENTION:
         return value_token_logprobs(
@@ -232,7 +239,7 @@ def shared_prompt_value_logprobs(
         else:
             logits = _selected_logits(
                 model, torch.cat(pieces)[None], attention, torch.zeros_like(cols_t), cols_t,
-                position_ids=torch.cat(positions)[None],
+                position_ids=torch.cat(positions)[None], prompt_tokens=length if split_prompt else None,
             )
         token_logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.cat(targets)[:, None]).squeeze(1)
         sums = sums.index_add(0, torch.cat(owners), token_logprobs)

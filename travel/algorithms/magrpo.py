@@ -75,7 +75,7 @@ class BufferSample:
     env_step: int
 
 
-def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool = True) -> float:
+def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool = True, split_prompt: bool = True) -> float:
     """One AdamW step of `actor` on a buffer: for each prompt, the mean over its candidates with at least one
     value token of -(length-normalised value log-prob) x advantage, averaged over the buffer's prompts.
 
@@ -83,7 +83,7 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool
     still counts them); a prompt whose K rewards are all equal costs no forward pass. A prompt's kept
     candidates share one packed forward that carries the prompt once (`packed=False`: one padded sequence
     per candidate, the same values at K times the prompt's compute). Gradients are accumulated one prompt
-    at a time. Returns the buffer's loss value.
+    at a time. `split_prompt`: see `shared_prompt_value_logprobs`. Returns the buffer's loss value.
     """
     import torch
 
@@ -108,6 +108,7 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool
                 [sample.candidates[k].value_mask for k in keep],
                 return_counts=True,
                 packed=packed,
+                split_prompt=split_prompt,
             )
             advantages = [sample.advantages[k] for k in keep]
             # advantage_weighted_loss averages over the kept candidates; rescale to the mean over all scored ones
