@@ -41,7 +41,8 @@ def packed_prompt_attention(
     if prompt is None or attention_mask is None or attention_mask.dim() != 4 or not 0 < prompt < query.shape[2]:
         return transformers_sdpa(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     from_prompt, _ = transformers_sdpa(
-        module, query[:, :, :prompt], key[:, :, :prompt], value[:, :, :prompt], None, scaling, dropout, is_causal=True, **kwargs
+        module, query[:, :, :prompt], key[:, :, :prompt], value[:, :, :prompt], None, scaling, dropout,
+        **{**kwargs, "is_causal": True},
     )
     rest, _ = transformers_sdpa(
         module, query[:, :, prompt:], key, value, attention_mask[:, :, prompt:], scaling, dropout, **kwargs
