@@ -73,7 +73,8 @@ def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None, generated: i
     attention = (prefix_bias[:, 0, 0] == 0).long()
     chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt), prompt_tokens(attention)
     key, value = (tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value))
-    written = WrittenSuffix(torch.full((per_row.shape[0],), generated, dtype=torch.int32, device=per_row.device), 1)
+    lengths = torch.full((per_row.shape[0],), generated, dtype=torch.int32, device=per_row.device)
+    written = WrittenSuffix.of(lengths, 1, key.shape[2])
     packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
     return (per_row, *packed, chunks, key, value, None, scale, repeats, written)
 

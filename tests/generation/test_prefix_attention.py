@@ -91,7 +91,7 @@ def written_inputs(prompts, repeats, per_kv, positions, device="cpu", dtype=torc
     last_seen = lengths[:, None] - positions + position[None, :]  # (rows, group)
     hidden = torch.arange(capacity)[None, None, :] > last_seen[:, :, None]
     suffix_mask = torch.zeros(rows, 1, per_kv * positions, capacity).masked_fill(hidden[:, None], float("-inf"))
-    written = WrittenSuffix(lengths.to(device), positions)
+    written = WrittenSuffix.of(lengths.to(device), positions, capacity)
     return (*inputs, suffix_mask.to(device), scale, repeats), written
 
 
@@ -124,7 +124,7 @@ def test_the_chunked_kernels_suffix_buffers_are_laid_out_for_flash_attention():
     cache, attention = Cache(), torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
     layer = lambda keys, values, token_major: StaticPositionLayer(keys, values, torch.tensor([3]), token_major)  # noqa: E731
     state = split_prefix(cache, attention, repeats=3, capacity=16, suffix_layer=layer, kernel="chunked_flash")
-    assert state.suffix_lengths.tolist() == [0] * 6 and state.suffix_lengths.dtype == torch.int32
+    assert state.written.lengths.tolist() == [0] * 6 and state.written.lengths.dtype == torch.int32
     for suffix in cache.layers:
         assert suffix.token_major and all(buffer.shape == (6, 16, 2, 4) for buffer in suffix.buffers)
         new = torch.randn(6, 2, 1, 4)
@@ -133,7 +133,7 @@ def test_the_chunked_kernels_suffix_buffers_are_laid_out_for_flash_attention():
         assert torch.equal(keys[:, :, 3:4], new) and torch.equal(values[:, :, 3:4], 2 * new)
         assert torch.equal(suffix.buffers[0][:, 3], new[:, :, 0]) and suffix.buffers[0][:, 2].abs().sum() == 0
     joint = split_prefix(Cache(), attention, 3, 16, layer, "joint_softmax")
-    assert joint.suffix_lengths is None
+    assert joint.written is None
 
 
 def test_chunks_pack_each_prompts_tokens_without_padding():

@@ -128,15 +128,15 @@ class SharedPrefixJumpStep(JumpDecodeStep):
         capacity = aligned_capacity(0, new_tokens + width)
         columns = torch.zeros((prompts * repeats, width), dtype=torch.long, device=attention.device)
         suffix_layer = lambda k, v, token_major: RowPositionLayer(k, v, columns, token_major)  # noqa: E731
-        self.prefix = split_prefix(cache, attention, repeats, capacity, suffix_layer, kernel)
+        self.prefix = split_prefix(cache, attention, repeats, capacity, suffix_layer, kernel, width)
         dtype = self.prefix.layers[0][0].dtype
         # the suffix holds generated tokens only: nothing is visible before a row writes it
         none = torch.full((prompts * repeats, 1, 1, capacity), float("-inf"), dtype=dtype, device=attention.device)
         self._start(model, cache, cache_name, none, columns, 0, prompt_lengths, width, cuda_graph)
 
     def __call__(self, tokens: torch.Tensor, counts: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
-        if self.prefix.suffix_lengths is not None:  # a row writes W columns from its generated count on
-            self.prefix.suffix_lengths.copy_(generated + self.width)
+        if self.prefix.written is not None:  # a row writes W columns from its generated count on
+            self.prefix.written.lengths.copy_(generated + self.width)
         return super().__call__(tokens, counts, generated)
 
     def attention(self) -> contextlib.AbstractContextManager[None]:

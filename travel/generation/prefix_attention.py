@@ -215,8 +215,18 @@ class WrittenSuffix:
     queries sit at its last `positions` written columns, so its query i sees columns 0 to `lengths - positions + i`
     (the causal mask aligned to the written end, as FlashAttention aligns it)."""
 
-    lengths: torch.Tensor  # (rows,) int32
+    lengths: torch.Tensor  # (rows,) int32, set in place by the step before each forward
     positions: int
+    query_offsets: torch.Tensor  # (rows + 1,) int32: row r's queries start at r x positions
+    key_offsets: torch.Tensor  # (rows + 1,) int32: row r's suffix columns start at r x capacity
+
+    @classmethod
+    def of(cls, lengths: torch.Tensor, positions: int, capacity: int) -> "WrittenSuffix":
+        """The rows' written `lengths` with the call's offsets, made once for every layer and step."""
+        rows, device = lengths.shape[0], lengths.device
+        query_offsets = torch.arange(0, (rows + 1) * positions, positions, dtype=torch.int32, device=device)
+        key_offsets = torch.arange(0, (rows + 1) * capacity, capacity, dtype=torch.int32, device=device)
+        return cls(lengths, positions, query_offsets, key_offsets)
 
 
 def chunked_flash_attention(
@@ -274,17 +284,18 @@ def written_suffix_attention(
     queries = queries.reshape(rows * positions, kv_heads * per_kv, head_dim)  # FlashAttention's grouped-query layout
     keys = key.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
     values = value.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
-    device = per_row.device
-    query_offsets = torch.arange(0, (rows + 1) * positions, positions, dtype=torch.int32, device=device)
-    key_offsets = torch.arange(0, (rows + 1) * capacity, capacity, dtype=torch.int32, device=device)
     attend = _flash_varlen if _flash_runs(per_row) else varlen_reference
-    output, lse = attend(queries, keys, values, query_offsets, key_offsets, positions, capacity, scale, True, written.lengths)
+    output, lse = attend(
+        queries, keys, values, written.query_offsets, written.key_offsets, positions, capacity, scale, True, written.lengths
+    )
     output = output.view(rows, positions, kv_heads, per_kv, head_dim).permute(0, 2, 3, 1, 4).reshape(per_row.shape)
     lse = lse.view(kv_heads, per_kv, rows, positions).permute(2, 0, 1, 3).reshape(rows, kv_heads, group, 1)
     return output, lse
 
 
 def _flash_runs(tensor: torch.Tensor) -> bool:
+    """Inside a kernel: whether its inputs take the FlashAttention call. Tensor attributes alone, which torch.compile
+    traces without a graph break; `flash_attention_runs` asks the device, once, when the kernel is chosen."""
     return tensor.is_cuda and tensor.dtype in (torch.float16, torch.bfloat16)
 
 

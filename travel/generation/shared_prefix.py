@@ -49,14 +49,14 @@ class PrefixState:
     """Every layer's prefix keys and values, and what the kernel needs besides: for `joint_softmax` and `flex`
     (prompts, kv heads, width, head dim) tensors under `layout`, the (prompts, 1, 1, width) float32 bias (0 over
     each prompt's tokens, -inf over its left padding); for `chunked_flash` (tokens, kv heads, head dim) packed
-    tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`. `suffix_lengths` (rows,) int32, kept only for
-    `chunked_flash`, is how many suffix columns each row has written, with this step's tokens: the step sets it
-    before each forward, and that kernel reads those columns alone."""
+    tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`. `written`, kept only for `chunked_flash`, says how
+    many suffix columns each row has written, with this step's tokens: the step sets its lengths before each
+    forward, and that kernel reads those columns alone."""
 
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     layout: torch.Tensor | PrefixChunks
     kernel: str = "joint_softmax"  # a name in prefix_attention.KERNELS
-    suffix_lengths: torch.Tensor | None = None
+    written: WrittenSuffix | None = None
 
     @property
     def prompts(self) -> int:
@@ -91,12 +91,11 @@ def shared_prefix_decode_attention(
     per_row = query.reshape(rows, kv_heads, group, head_dim)
     attend = KERNELS[state.kernel]
     repeats = rows // state.prompts
-    if state.suffix_lengths is None:
+    if state.written is None:
         suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()
         output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, suffix_mask, scale, repeats)
     else:  # the kernel reads each row's written suffix columns alone, which is what the mask opens
-        written = WrittenSuffix(state.suffix_lengths, new_tokens)
-        output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, None, scale, repeats, written)
+        output = attend(per_row, prefix_keys, prefix_values, state.layout, key, value, None, scale, repeats, state.written)
     return output.reshape(rows, query_heads, new_tokens, head_dim).transpose(1, 2), None
 
 
@@ -111,12 +110,13 @@ def shared_prefix_supported(model: Any) -> bool:
 
 
 def split_prefix(
-    cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any, kernel: str = "joint_softmax"
+    cache: Any, attention: torch.Tensor, repeats: int, capacity: int, suffix_layer: Any, kernel: str = "joint_softmax",
+    positions: int = 1,
 ) -> PrefixState:
     """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
     replaced by `suffix_layer(keys, values, token_major)` over new zeroed (rows, kv heads, capacity, head dim)
     suffix buffers; for `chunked_flash` they are `token_major`, (rows, capacity, kv heads, head dim), the layout
-    its FlashAttention call reads a row's columns in."""
+    its FlashAttention call reads a row's columns in, and a step feeds `positions` tokens per row."""
     prompts, width = attention.shape
     rows = prompts * repeats
     tokens = prompt_tokens(attention) if kernel == "chunked_flash" else None
@@ -133,7 +133,8 @@ def split_prefix(
         cache.layers[index] = suffix_layer(suffix[0], suffix[1], tokens is not None)
     if tokens is not None:
         lengths = torch.zeros((rows,), dtype=torch.int32, device=attention.device)
-        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel, lengths)
+        written = WrittenSuffix.of(lengths, positions, capacity)
+        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel, written)
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
     return PrefixState(prefix, prefix_bias, kernel)
@@ -168,8 +169,8 @@ class SharedPrefixDecodeStep(StaticDecodeStep):
         self._start(model, cache, cache_name, bias, write_index, 0, prompt_lengths, cuda_graph)
 
     def __call__(self, token: torch.Tensor, step: int) -> torch.Tensor:
-        if self.prefix.suffix_lengths is not None:
-            self.prefix.suffix_lengths.fill_(step + 1)  # step s writes column s
+        if self.prefix.written is not None:
+            self.prefix.written.lengths.fill_(step + 1)  # step s writes column s
         return super().__call__(token, step)
 
     def attention(self) -> contextlib.AbstractContextManager[None]:
