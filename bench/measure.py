@@ -1,4 +1,4 @@
-"""What the benchmarks share: timing a call on a device with its peak GPU memory, and printing memory."""
+"""What the benchmarks share: timing a call on a device with its peak GPU memory, profiling one, and printing memory."""
 
 from __future__ import annotations
 
@@ -36,3 +36,21 @@ def gib(value: int | None) -> str:
 def above_weights(peak: int | None, weights: int | None) -> str:
     """Peak memory minus the weights loaded before the measurement."""
     return gib(None if peak is None or weights is None else peak - weights)
+
+
+def profile_call(device: torch.device, run: Callable[[], Any], row_limit: int = 30) -> tuple[float, float]:
+    """(wall seconds, seconds of GPU kernels) of one `run()` under torch.profiler; prints the top operators by
+    their own time (GPU kernels on CUDA, CPU elsewhere)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    synchronize(device)
+    started = time.perf_counter()
+    with profile(activities=activities) as profiler:
+        run()
+        synchronize(device)
+    wall = time.perf_counter() - started
+    events = profiler.key_averages()
+    kernels = sum(event.self_device_time_total for event in events) / 1e6
+    print(events.table(sort_by="self_device_time_total" if device.type == "cuda" else "self_cpu_time_total", row_limit=row_limit))
+    return wall, kernels

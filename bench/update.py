@@ -2,17 +2,20 @@
 prompt against one padded sequence per candidate (the reference's layout, the baseline). Packed two ways: the
 prompt and the candidates as one sequence under one (prompt + candidates)^2 mask, and the default, the prompt
 alone and then the candidates over its key/value cache (travel.algorithms.losses.shared_prompt_value_logprobs).
-The one-mask form runs twice: with the prompt's rows as causal attention over the prompt (its default,
-travel/algorithms/packed_attention.py) and with the whole square under the mask, as it ran before. With
-activation checkpointing on (`hardware=1xb200`) the cache is dropped, so the default method runs the one-mask form.
+The one-mask form runs three times: with the prompt's rows as causal attention over the prompt (its default,
+travel/algorithms/packed_attention.py), with the whole square under the mask, as it ran before, and split with
+the decoder layers through torch.compile (hardware.compile_update; its first, warm-up update compiles, once
+more at its second prompt's new length). With activation checkpointing on (`hardware=1xb200`) the cache is
+dropped, so the default method runs the one-mask form.
 
 The candidates are sampled by the actor itself for real train rows, so prompt and completion lengths are
-the ones training sees. Both methods run the same `value_loss_step` (with its AdamW step) in the same
+the ones training sees. Every method runs the same `value_loss_step` (with its AdamW step) in the same
 process, with the learning rate set to 0 so that every update sees the same weights: the loss values
-are printed to show the two layouts agree.
+are printed to show the layouts agree.
 
     python bench/update.py                                      # random_qwen3_4b, 2 prompts x K=4, agent 1
     python bench/update.py --prompts 10 --agent 0               # a whole default rollout buffer
+    python bench/update.py --methods 2 --profile                # the one-mask split alone, and where its time goes
 """
 
 from __future__ import annotations
@@ -27,19 +30,32 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import torch
-from bench.measure import above_weights, gib, measure
+from bench.measure import above_weights, gib, measure, profile_call
 from bench.project import add_project_arguments, compose_config, project_actors
+from travel.agents.compiled_layers import compile_update_layers, eager_update_layers, update_layers_compiled
 from travel.algorithms import losses
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.run import Run
 
-# (name, packed, over the prompt's cache, the one-mask form's prompt rows split off)
+# (name, packed, over the prompt's cache, the one-mask form's prompt rows split off, decoder layers compiled)
 METHODS = (
-    ("one sequence per candidate (baseline)", False, False, True),
-    ("prompt packed once, one mask over the whole square", True, False, False),
-    ("prompt packed once, one mask, prompt rows causal over the prompt", True, False, True),
-    ("prompt packed once, candidates over its cache (default)", True, True, True),
+    ("one sequence per candidate (baseline)", False, False, True, False),
+    ("prompt packed once, one mask over the whole square", True, False, False, False),
+    ("prompt packed once, one mask, prompt rows causal over the prompt", True, False, True, False),
+    ("prompt packed once, candidates over its cache (default)", True, True, True, False),
+    ("the one-mask split, decoder layers compiled (hardware.compile_update)", True, False, True, True),
 )
+
+
+@contextlib.contextmanager
+def compiled_layers(model, used: bool):
+    """The update with its decoder layers through torch.compile, or eager (whatever the config says)."""
+    was = update_layers_compiled(model)
+    (compile_update_layers if used else eager_update_layers)(model)
+    try:
+        yield
+    finally:
+        (compile_update_layers if was else eager_update_layers)(model)
 
 
 @contextlib.contextmanager
@@ -60,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", type=int, default=1, choices=(0, 1))
     parser.add_argument("--repeats", type=int, default=2, help="updates per method (the first one warms up)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument(
+        "--methods", default=None, help="comma-separated indices into the methods (0 = baseline ... 4), default all"
+    )
+    parser.add_argument("--profile", action="store_true", help="profile one more update of the last method run")
     add_project_arguments(parser)
     args = parser.parse_args(argv)
 
@@ -83,19 +103,24 @@ def main(argv: list[str] | None = None) -> int:
         f"candidates; prompt tokens {prompt_tokens}; completion tokens {min(completion_tokens)}-{max(completion_tokens)}",
         flush=True,
     )
+    chosen = METHODS if args.methods is None else [METHODS[int(index)] for index in args.methods.split(",")]
     results = []
-    for name, packed, cached, split in METHODS:
+    for name, packed, cached, split, compiled in chosen:
         for repeat in range(args.repeats):
-            with prompt_cache(cached):
+            with prompt_cache(cached), compiled_layers(actor.model, compiled):
                 step = lambda: value_loss_step(actor, samples, packed=packed, split_prompt=split)  # noqa: E731
                 seconds, peak, loss = measure(actor.device, step)
             results.append({"method": name, "packed": packed, "repeat": repeat, "seconds": seconds, "peak_bytes": peak, "loss": loss})
             print(json.dumps(results[-1]), flush=True)
+    if args.profile:
+        with prompt_cache(cached), compiled_layers(actor.model, compiled):
+            wall, kernels = profile_call(actor.device, step)
+        print(f"profiled update ({name}): {wall:.2f} s, {kernels:.2f} s of GPU kernels ({kernels / wall:.0%} busy)")
     actors.close()
 
-    last = {name: [r for r in results if r["method"] == name][-1] for name, *_ in METHODS}
-    baseline = last[METHODS[0][0]]
-    print("\n| method | seconds | peak GiB | peak - weights GiB | loss | vs baseline |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    last = {name: [r for r in results if r["method"] == name][-1] for name, *_ in chosen}
+    baseline = last[chosen[0][0]]
+    print("\n| method | seconds | peak GiB | peak - weights GiB | loss | vs first |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, result in last.items():
         print(
             f"| {name} | {result['seconds']:.2f} | {gib(result['peak_bytes'])} | {above_weights(result['peak_bytes'], weights)} | "

@@ -73,11 +73,12 @@ def test_update_benchmark_times_every_layout_on_the_same_weights(tmp_path, capsy
     )
     assert code == 0
     results = json.loads(out.read_text())["results"]
-    assert [r["packed"] for r in results] == [False, True, True, True] and results[0]["loss"] != 0
+    assert [r["packed"] for r in results] == [False, True, True, True, True] and results[0]["loss"] != 0
     assert all(r["loss"] == pytest.approx(results[0]["loss"], rel=1e-4, abs=1e-6) for r in results)
     table = capsys.readouterr().out
     for method in ("one mask over the whole square", "one mask, prompt rows causal over the prompt", "candidates over its cache (default)"):
         assert f"| prompt packed once, {method} |" in table
+    assert "| the one-mask split, decoder layers compiled (hardware.compile_update) |" in table
 
 
 TRAIN_STEP_OPTIONS = {

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 
+from travel.agents.compiled_layers import compile_update_layers
 from travel.agents.devices import agent_devices, move_actor
 from travel.agents.parking import HostStash, ParkedActor, park, unpark
 
@@ -152,6 +153,8 @@ def build_layout(
     actors = []
     for policy, device in enumerate(devices[: cls.num_policies]):
         loaded = model_factory(device=str(device), gradient_checkpointing=bool(hardware.get("gradient_checkpointing", False)))
+        if hardware.get("compile_update", False):
+            compile_update_layers(loaded.model)
         optimizer = torch.optim.AdamW(loaded.model.parameters(), lr=float(learning_rate))
         decoder = StructuredDecoder(
             loaded.model,

@@ -27,23 +27,24 @@ from travel.generation.model_io import forward_logits, forward_selected_logits
 
 
 class CompiledForward:
-    """`function` through torch.compile with `backend`, or the plain function after a compile failure."""
+    """`function` through torch.compile with `backend`, or the plain function after a compile failure; `purpose`
+    names it in that failure's warning."""
 
-    def __init__(self, function: Any = forward_logits, backend: Any = "inductor") -> None:
-        self.function, self.backend = function, backend
+    def __init__(self, function: Any = forward_logits, backend: Any = "inductor", purpose: str = "the decode step") -> None:
+        self.function, self.backend, self.purpose = function, backend, purpose
         self._compiled: Any = None
         self.failed = False
 
-    def __call__(self, *args: Any) -> torch.Tensor:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.failed:
             if self._compiled is None:
                 self._compiled = torch.compile(self.function, backend=self.backend, dynamic=None)
             try:
-                return self._compiled(*args)
+                return self._compiled(*args, **kwargs)
             except torch._dynamo.exc.TorchDynamoException as error:  # tracing or compiling failed, not the forward
-                warnings.warn(f"torch.compile of the decode step failed ({error}); decoding without it")
+                warnings.warn(f"torch.compile of {self.purpose} failed ({error}); running it without torch.compile")
                 self.failed = True
-        return self.function(*args)
+        return self.function(*args, **kwargs)
 
 
 COMPILED_FORWARD = CompiledForward()

@@ -1,0 +1,78 @@
+"""hardware.compile_update (travel/agents/compiled_layers.py): the update's decoder layers through torch.compile
+give the eager layers' log-probs and gradients, through activation checkpointing and the packed one-mask
+update, at a second sequence length too; forwards without gradients (decoding) keep the eager layers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from travel.agents.actors import build_layout
+from travel.agents.compiled_layers import (
+    _COMPILED,
+    compile_update_layers,
+    decoder_layers,
+    eager_update_layers,
+    update_layers_compiled,
+)
+from travel.agents.models import build_tiny_random
+from travel.algorithms.losses import shared_prompt_value_logprobs
+
+
+def packed_update(model, prompt_tokens: int, lengths: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Log-probs of a prompt's candidates packed under one mask (checkpointing drops the cache) and the
+    gradients of their sum."""
+    generator = torch.Generator().manual_seed(prompt_tokens)
+    prompt = torch.randint(0, 200, (prompt_tokens,), generator=generator)
+    completions = [torch.randint(0, 200, (n,), generator=generator) for n in lengths]
+    masks = [(torch.arange(n) % 3 != 1).long() for n in lengths]
+    model.zero_grad()
+    logprobs = shared_prompt_value_logprobs(model, prompt, completions, masks)
+    logprobs.sum().backward()
+    return logprobs.detach(), [parameter.grad.clone() for parameter in model.parameters()]
+
+
+@pytest.fixture()
+def checkpointed():
+    model = build_tiny_random(seed=3, gradient_checkpointing=True).model
+    model.train()
+    yield model
+    eager_update_layers(model)
+
+
+def test_compiled_layers_give_the_eager_update_at_two_sequence_lengths(checkpointed):
+    shapes = [(41, [7, 9, 4]), (53, [5, 12])]  # the second length compiles again, with dynamic sizes
+    eager = [packed_update(checkpointed, prompt, lengths) for prompt, lengths in shapes]
+    compile_update_layers(checkpointed)
+    assert update_layers_compiled(checkpointed)
+    compiled = [packed_update(checkpointed, prompt, lengths) for prompt, lengths in shapes]
+    function = _COMPILED[type(decoder_layers(checkpointed)[0])]
+    assert function._compiled is not None and not function.failed  # the compiled function ran, not the fallback
+    for (eager_logprobs, eager_grads), (compiled_logprobs, compiled_grads) in zip(eager, compiled):
+        torch.testing.assert_close(compiled_logprobs, eager_logprobs, rtol=1e-5, atol=1e-5)
+        for compiled_grad, eager_grad in zip(compiled_grads, eager_grads):
+            torch.testing.assert_close(compiled_grad, eager_grad, rtol=1e-4, atol=1e-6)
+
+
+def test_forwards_without_gradients_keep_the_eager_layers(checkpointed, monkeypatch):
+    compile_update_layers(checkpointed)
+    function = _COMPILED[type(decoder_layers(checkpointed)[0])]
+    calls = []
+    monkeypatch.setattr(function, "function", lambda *args, **kwargs: calls.append(1))  # noqa: ARG005
+    monkeypatch.setattr(function, "failed", True)  # any call of the compiled path would now land in `calls`
+    with torch.no_grad():
+        checkpointed(input_ids=torch.tensor([[1, 2, 3]]))
+    assert calls == []
+    eager_update_layers(checkpointed)
+    assert not update_layers_compiled(checkpointed)
+
+
+def test_compile_update_reaches_every_actor_and_a_model_without_layers_is_named():
+    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compile_update": True}
+    generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8}
+    actors = build_layout(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
+    assert [update_layers_compiled(actor.model) for actor in actors] == [True, True]
+    plain = build_layout(build_tiny_random, {**hardware, "compile_update": False}, generation, learning_rate=2e-5, seed=0)
+    assert [update_layers_compiled(actor.model) for actor in plain] == [False, False]
+    with pytest.raises(ValueError, match="hardware.compile_update=true: Linear has no decoder layers"):
+        compile_update_layers(torch.nn.Linear(2, 2))

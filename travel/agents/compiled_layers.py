@@ -1,0 +1,68 @@
+"""The training forwards' decoder layers through torch.compile (hardware.compile_update).
+
+An update's forward and backward over a packed 10k-token sequence runs, besides its matmuls and attention,
+dozens of elementwise kernels per layer: RMSNorm's float32 upcast, the rotary embedding, SiLU and the gate
+product, the residual adds, and each one's backward, every one a full pass over the sequence's activations.
+On an H200 with a random Qwen3-4B they took about as long as all weight matmuls of the update together
+(README, "Speed"). TorchInductor fuses them into a few kernels per layer and leaves the matmuls and the
+attention kernels as they are.
+
+This is regional compilation: every decoder layer runs one compiled function, the layer's class `forward`,
+with the layer as its first argument. The layers share code and shapes, so it is traced once, the parameters
+being inputs of the graph. The first training forward compiles it, the first one of another sequence length
+once more with dynamic sizes, which then serve every later length. Activation checkpointing wraps the layer's
+call as before and recomputes through the compiled forward. Only calls with gradients enabled take the
+compiled function: decoding keeps the eager layers (`hardware.compile_decode` compiles the decode steps' own
+forward). A compile failure warns once and leaves the layers eager (travel/generation/compiled_forward.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from travel.generation.compiled_forward import CompiledForward
+
+_COMPILED: dict[type, CompiledForward] = {}  # one compiled function per layer class, shared by every model
+
+
+def decoder_layers(model: Any) -> list[torch.nn.Module]:
+    """The model's repeated decoder layers (transformers' `model.layers`), or a clear error."""
+    backbone = getattr(model, "model", model)
+    layers = getattr(backbone, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or len(layers) == 0:
+        raise ValueError(
+            f"hardware.compile_update=true: {type(model).__name__} has no decoder layers at model.layers to compile"
+        )
+    return list(layers)
+
+
+class TrainingForward:
+    """A layer's `forward`: the compiled class forward while gradients are enabled, the eager one otherwise."""
+
+    def __init__(self, layer: torch.nn.Module, compiled: CompiledForward):
+        self.layer, self.compiled = layer, compiled
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled():
+            return self.compiled(self.layer, *args, **kwargs)
+        return type(self.layer).forward(self.layer, *args, **kwargs)
+
+
+def compile_update_layers(model: Any) -> None:
+    """Route every decoder layer's training forward through the shared compiled function of its class."""
+    for layer in decoder_layers(model):
+        compiled = _COMPILED.setdefault(type(layer), CompiledForward(type(layer).forward, purpose="the update's decoder layers"))
+        layer.forward = TrainingForward(layer, compiled)
+
+
+def eager_update_layers(model: Any) -> None:
+    """Undo `compile_update_layers`: the layers' class forward again."""
+    for layer in decoder_layers(model):
+        if isinstance(layer.__dict__.get("forward"), TrainingForward):
+            del layer.forward
+
+
+def update_layers_compiled(model: Any) -> bool:
+    return any(isinstance(layer.__dict__.get("forward"), TrainingForward) for layer in decoder_layers(model))
