@@ -1,6 +1,7 @@
 """hardware.compile_update (travel/agents/compiled_layers.py): the update's decoder layers through torch.compile
 give the eager layers' log-probs and gradients, through activation checkpointing and the packed one-mask
-update, at a second sequence length too; forwards without gradients (decoding) keep the eager layers."""
+update, at a second sequence length too; forwards without gradients (decoding) and forwards with a key/value
+cache (the update over the prompt's cache) keep the eager layers."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import torch
 from travel.agents.actors import build_layout
 from travel.agents.compiled_layers import (
     _COMPILED,
+    carries_cache,
     compile_update_layers,
     decoder_layers,
     eager_update_layers,
     update_layers_compiled,
 )
 from travel.agents.models import build_tiny_random
-from travel.algorithms.losses import shared_prompt_value_logprobs
+from travel.algorithms.losses import prompt_cache_usable, shared_prompt_value_logprobs
 
 
 def packed_update(model, prompt_tokens: int, lengths: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -65,6 +67,24 @@ def test_forwards_without_gradients_keep_the_eager_layers(checkpointed, monkeypa
     assert calls == []
     eager_update_layers(checkpointed)
     assert not update_layers_compiled(checkpointed)
+
+
+def test_the_update_over_the_prompts_cache_keeps_the_eager_layers():
+    model = build_tiny_random(seed=3).model  # no checkpointing: the update runs over the prompt's cache
+    model.train()
+    assert prompt_cache_usable(model)
+    eager = packed_update(model, 41, [7, 9, 4])
+    compile_update_layers(model)
+    compiled_calls = []
+    for layer in decoder_layers(model):
+        function = layer.forward.compiled
+        layer.forward.compiled = lambda *args, _function=function, **kwargs: (  # noqa: E731
+            compiled_calls.append(carries_cache(kwargs)) or _function(*args, **kwargs)
+        )
+    over_cache = packed_update(model, 41, [7, 9, 4])
+    assert compiled_calls == []
+    torch.testing.assert_close(over_cache[0], eager[0])
+    eager_update_layers(model)
 
 
 def test_compile_update_reaches_every_actor_and_a_model_without_layers_is_named():
