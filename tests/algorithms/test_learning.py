@@ -86,10 +86,13 @@ CASES = [
     *((algorithm, ()) for algorithm in LEARNING_RUNS),
     ("magrpo", ("actor=centralized",)),
     ("madpo", ("actor=centralized", *MORE_PAIRS, "algorithm.learning_rate=1.5e-3")),
+    # the updates through compiled, checkpointed decoder layers (what hardware=1xb200 runs)
+    ("magrpo", ("hardware.compile_update=true", "hardware.gradient_checkpointing=true")),
 ]
+CASE_IDS = [algorithm + ("-centralized" if "actor=centralized" in extra else "-compiled" if extra else "") for algorithm, extra in CASES]
 
 
-@pytest.mark.parametrize("algorithm, layout", CASES, ids=[a + ("-centralized" if extra else "") for a, extra in CASES])
+@pytest.mark.parametrize("algorithm, layout", CASES, ids=CASE_IDS)
 def test_the_greedy_score_learns_up_to_the_known_optimum(tmp_path, algorithm, layout):
     curve = learning_curve(tmp_path, algorithm, *layout)
     scores = [score for _, score in curve]
