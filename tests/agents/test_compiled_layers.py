@@ -5,6 +5,8 @@ cache (the update over the prompt's cache) keep the eager layers."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -85,6 +87,14 @@ def test_the_update_over_the_prompts_cache_keeps_the_eager_layers():
     assert compiled_calls == []
     torch.testing.assert_close(over_cache[0], eager[0])
     eager_update_layers(model)
+
+
+def test_a_deep_copy_routes_its_own_layers_through_the_shared_compiled_function(checkpointed):
+    compile_update_layers(checkpointed)
+    clone = copy.deepcopy(checkpointed)
+    for original, copied in zip(decoder_layers(checkpointed), decoder_layers(clone)):
+        assert copied.forward.layer is copied and copied.forward.compiled is original.forward.compiled
+    torch.testing.assert_close(packed_update(clone, 41, [7, 9])[0], packed_update(checkpointed, 41, [7, 9])[0])
 
 
 def test_compile_update_reaches_every_actor_and_a_model_without_layers_is_named():

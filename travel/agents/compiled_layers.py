@@ -14,11 +14,14 @@ once more with dynamic sizes, which then serve every later length. Activation ch
 call as before and recomputes through the compiled forward. Only calls with gradients enabled and without a
 key/value cache take the compiled function: decoding keeps the eager layers (`hardware.compile_decode`
 compiles the decode steps' own forward), and so does the update over the prompt's cache, which runs where
-checkpointing is off (`TrainingForward` says why). A compile failure warns once and leaves the layers eager (travel/generation/compiled_forward.py).
+checkpointing is off (`TrainingForward` says why). A compile failure warns once and leaves the layers eager
+(travel/generation/compiled_forward.py). A deep copy of the model (the decoding copy, a frozen comparator)
+keeps its layers' routing and shares the compiled function.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -56,6 +59,9 @@ class TrainingForward:
     def __init__(self, layer: torch.nn.Module, compiled: CompiledForward):
         self.layer, self.compiled = layer, compiled
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> "TrainingForward":
+        return TrainingForward(copy.deepcopy(self.layer, memo), self.compiled)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.is_grad_enabled() and not carries_cache(kwargs):
             return self.compiled(self.layer, *args, **kwargs)
@@ -65,8 +71,9 @@ class TrainingForward:
 def compile_update_layers(model: Any) -> None:
     """Route every decoder layer's training forward through the shared compiled function of its class."""
     for layer in decoder_layers(model):
-        compiled = _COMPILED.setdefault(type(layer), CompiledForward(type(layer).forward, purpose="the update's decoder layers"))
-        layer.forward = TrainingForward(layer, compiled)
+        if type(layer) not in _COMPILED:
+            _COMPILED[type(layer)] = CompiledForward(type(layer).forward, purpose="the update's decoder layers")
+        layer.forward = TrainingForward(layer, _COMPILED[type(layer)])
 
 
 def eager_update_layers(model: Any) -> None:
