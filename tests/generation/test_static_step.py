@@ -100,14 +100,14 @@ def test_grouped_attention_equals_repeated_key_value_heads():
     ],
 )
 def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypatch, candidates, share, attention):
-    import travel.generation.decode_loop as decode_loop_module
+    import travel.generation.loop_step as loop_step
     import travel.generation.shared_prefix as shared_prefix
 
     def failing(*args, **kwargs):
         assert tiny.model.config._attn_implementation == attention
         raise RuntimeError("sampling failed")
 
-    monkeypatch.setattr(decode_loop_module, "sample_choice", failing)
+    monkeypatch.setattr(loop_step, "nucleus_scores", failing)
     decoder = StructuredDecoder(
         tiny.model, tiny.tokenizer, max_new_tokens=150, step_backend="static", share_prompt_cache=share
     )

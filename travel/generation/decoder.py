@@ -89,7 +89,8 @@ class StructuredDecoder:
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
-        kernels (travel/generation/compiled_forward.py); the eager loop ignores it.
+        kernels (travel/generation/compiled_forward.py), and so does the loop's token choice and state update
+        (travel/generation/decode_loop.py); the eager loop ignores it.
         `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
         (travel/generation/prefix_attention.py): `auto` (`chunked_flash` for several rows on a GPU where FlashAttention
         runs, else the joint softmax: the faster ones measured), `joint_softmax`, `flex` or `chunked_flash`."""
@@ -329,6 +330,6 @@ class StructuredDecoder:
         with forward_step.attention():
             *outputs, self.last_decode_steps = decode_loop(
                 self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,
-                jump=jump,
+                jump=jump, compiled=static is not None and self.compile_decode,
             )
         return tuple(outputs)  # type: ignore[return-value]
