@@ -5,7 +5,8 @@ over the 4B model's 151,936-token vocabulary, so every iteration does exactly th
 `--rows` rows: close checks, the legal-token mask, temperature and top-p over the vocabulary, the draw
 (per-row seeds, a torch.Generator or greedy), the log-prob and the state update. It runs in benchmark mode
 (`fill_budget`: all `--steps` iterations) for a real role plan. This is the part of a decode step that runs
-outside the model's CUDA graph; `--compile-loop` times it compiled (`hardware.compile_decode`'s loop) beside it.
+outside the model's CUDA graph; `--compile-loop` times it compiled (`hardware.compile_decode`'s loop) beside it,
+and the script exits 1 where the compiled loop decoded other tokens than the eager one.
 
     python bench/decode_loop.py                                   # cuda, 20 rows, 256 steps, seeds
     python bench/decode_loop.py --rows 40 --draw generator --profile
@@ -55,16 +56,17 @@ class FixedLogits:
         return self.pool[step % len(self.pool)]
 
 
-def run_loop(settings, plans, rows: int, draw: str, device: torch.device, seed: int) -> int:
+def run_loop(settings, plans, rows: int, draw: str, device: torch.device, seed: int) -> tuple[int, torch.Tensor]:
+    """(iterations, the decoded tokens) of one decode call over the fixed logits."""
     per_plan = rows // len(plans)
     forward = FixedLogits(rows, device, seed)
     generator = torch.Generator(device=device).manual_seed(seed) if draw == "generator" else None
     row_seeds = torch.arange(rows, device=device) + seed if draw == "seeds" else None
-    *_, steps = decode_loop(
+    tokens, *_, steps = decode_loop(
         settings, plans, forward.pool[-1], per_plan, draw == "greedy", True, generator, row_seeds, device, forward,
         compiled=settings.compile_decode,
     )
-    return steps + 1
+    return steps + 1, tokens
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     tokenizer = build_offline_tokenizer()
     plans = [build_slot_plan(tokenizer, args.agent, args.days)]
-    if plans[0].minimum_tokens > args.steps:
-        raise SystemExit(f"--steps {args.steps} cannot hold agent {args.agent}'s {args.days}-day action ({plans[0].minimum_tokens} tokens)")
-    print(f"decode loop on {device}: {args.rows} rows, {args.steps} steps, draw={args.draw}, vocabulary {VOCAB}", flush=True)
-    lines = ["| loop | ms / step | first call s |", "| --- | ---: | ---: |"]
-    timings = {}
+    minimum = plans[0].minimum_tokens
+    if minimum > args.steps:
+        raise SystemExit(f"--steps {args.steps} cannot hold agent {args.agent}'s {args.days}-day action ({minimum} tokens)")
+    print(f"decode loop on {device}: {args.rows} rows, {args.steps} steps, draw={args.draw}, vocabulary {VOCAB}")
+    lines = ["| loop | ms / step | first call s | tokens as the eager loop |", "| --- | ---: | ---: | --- |"]
+    timings, decoded = {}, {}
     variants = [False, True] if args.compile_loop else [False]
     for compiled in variants:
         settings = loop_settings(tokenizer, args.steps, compiled)
@@ -96,19 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         first = time.perf_counter() - started
         synchronize(device)
         started = time.perf_counter()
-        steps = run_loop(settings, plans, args.rows, args.draw, device, args.seed)
+        steps, decoded[compiled] = run_loop(settings, plans, args.rows, args.draw, device, args.seed)
         synchronize(device)
         timings[compiled] = 1000 * (time.perf_counter() - started) / steps
         name = "compiled" if compiled else "eager"
-        lines.append(f"| {name} | {timings[compiled]:.3f} | {first:.1f} |")
+        same = "yes" if torch.equal(decoded[compiled], decoded[False]) else "NO"
+        lines.append(f"| {name} | {timings[compiled]:.3f} | {first:.1f} | {same} |")
         print(lines[-1], flush=True)
     if len(timings) == 2:
-        lines.append(f"| eager / compiled | {timings[False] / timings[True]:.2f}x | |")
+        lines.append(f"| eager / compiled | {timings[False] / timings[True]:.2f}x | | |")
     print("\n".join(lines))
     if args.profile:
-        wall, kernels = profile_call(device, lambda: run_loop(settings, plans, args.rows, args.draw, device, args.seed))
+        run = lambda: run_loop(settings, plans, args.rows, args.draw, device, args.seed)  # noqa: E731
+        wall, kernels = profile_call(device, run)
         print(f"profiled: {1000 * wall / args.steps:.3f} ms per step wall, {1000 * kernels / args.steps:.3f} ms of kernels")
-    return 0
+    return 0 if all(torch.equal(tokens, decoded[False]) for tokens in decoded.values()) else 1
 
 
 if __name__ == "__main__":

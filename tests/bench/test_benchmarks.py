@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from bench import actor_offload, generation, preference_collection, prefix_attention, train_step, update
+from bench import actor_offload, decode_loop, generation, preference_collection, prefix_attention, train_step, update
 
 
 def test_generation_benchmark_times_every_method(tmp_path, capsys):
@@ -113,3 +113,14 @@ def test_the_prefix_attention_benchmark_times_each_kernel_against_float64(capsys
     assert [row[0].strip() for row in rows] == ["joint_softmax", "flex", "chunked_flash (3 chunks per prompt)"]
     for row in rows:
         assert float(row[1]) > 0 and float(row[3]) < 1e-5  # ms per step, max abs error against float64
+
+
+def test_the_decode_loop_benchmark_times_the_eager_and_the_compiled_loop(capsys):
+    code = decode_loop.main(["--device", "cpu", "--rows", "2", "--agent", "0", "--days", "1", "--steps", "90", "--compile-loop"])
+    assert code == 0  # the compiled loop decoded the eager loop's tokens
+    table = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in table.splitlines() if line.startswith("| ")}
+    assert float(rows["eager"][0]) > 0 and float(rows["compiled"][0]) > 0
+    assert rows["compiled"][2].strip() == "yes" and rows["eager / compiled"][0].strip().endswith("x")
+    with pytest.raises(SystemExit, match="cannot hold agent 1's 5-day action"):
+        decode_loop.main(["--device", "cpu", "--agent", "1", "--days", "5", "--steps", "20"])

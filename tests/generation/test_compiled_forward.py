@@ -48,3 +48,20 @@ def test_a_forward_that_cannot_be_compiled_runs_plain_with_a_warning():
 def test_compile_decode_is_part_of_the_settings_a_comparator_decoder_copies(tiny):
     decoder = StructuredDecoder(tiny.model, tiny.tokenizer, compile_decode=True)
     assert decoder.with_model(tiny.model).compile_decode
+
+
+def test_a_recompile_limit_lets_every_variant_compile():
+    """Dynamo compiles at most 8 graphs per function by default and runs later variants plain; the decode loop
+    has more variants than that (draws, jumps, catalogs, log-probs, sizes), so its functions raise the limit."""
+
+    def shifted(x, name):
+        return x + len(name)
+
+    def graphs() -> int:
+        return torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+    forward = CompiledForward(shifted, recompile_limit=16)
+    before = graphs()
+    for length in range(12):  # a new string constant each call: a new graph each call
+        assert torch.equal(forward(torch.zeros(2), "x" * length), torch.full((2,), float(length)))
+    assert graphs() - before == 12

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from travel.generation.sampling import (
+    blocked_cumsum,
     ensure_legal,
     greedy_choice,
     sample_choice,
     seeded_uniforms,
+    token_keys,
     top_p_filter,
 )
 
@@ -60,3 +63,15 @@ def test_seeded_uniforms_depend_only_on_the_row_seed():
 def test_an_illegal_choice_falls_back_to_the_lowest_legal_id():
     legal = torch.tensor([[False, False, True, True], [True, True, False, False]])
     assert ensure_legal(torch.tensor([0, 1]), legal).tolist() == [2, 1]
+
+
+@pytest.mark.parametrize("width", [1, 5, 128, 129, 1000, 151_936])
+def test_the_blocked_cumsum_is_the_cumulative_sum(width):
+    x = torch.rand(3, width, dtype=torch.float64, generator=torch.Generator().manual_seed(width))
+    assert torch.allclose(blocked_cumsum(x), x.cumsum(dim=-1), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(blocked_cumsum(x, block=7), x.cumsum(dim=-1), rtol=1e-12, atol=1e-12)
+
+
+def test_seeded_uniforms_with_held_token_keys_equal_those_computed_in_the_call():
+    seeds, steps = torch.tensor([3, 8]), torch.tensor([0, 41])
+    assert torch.equal(seeded_uniforms(seeds, steps, 300, token_keys(300)), seeded_uniforms(seeds, steps, 300))

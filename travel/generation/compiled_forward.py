@@ -27,26 +27,29 @@ from travel.generation.model_io import forward_logits, forward_selected_logits
 
 
 class CompiledForward:
-    """`function` through torch.compile with `backend` (and TorchInductor `options`), or the plain function after a
-    compile failure; `purpose` names it in that failure's warning."""
+    """`function` through torch.compile with `backend`, or the plain function after a compile failure; `purpose`
+    names it in that failure's warning. `recompile_limit`, where given, replaces dynamo's limit of graphs per
+    function (8) during the calls: past it dynamo warns and runs the function plain."""
 
     def __init__(
         self,
         function: Any = forward_logits,
         backend: Any = "inductor",
         purpose: str = "the decode step",
-        options: dict[str, Any] | None = None,
+        recompile_limit: int | None = None,
     ) -> None:
-        self.function, self.backend, self.purpose, self.options = function, backend, purpose, options
+        self.function, self.backend, self.purpose = function, backend, purpose
+        self.limits = {} if recompile_limit is None else {"recompile_limit": recompile_limit}
         self._compiled: Any = None
         self.failed = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.failed:
             if self._compiled is None:
-                self._compiled = torch.compile(self.function, backend=self.backend, dynamic=None, options=self.options)
+                self._compiled = torch.compile(self.function, backend=self.backend, dynamic=None)
             try:
-                return self._compiled(*args, **kwargs)
+                with torch._dynamo.config.patch(**self.limits):
+                    return self._compiled(*args, **kwargs)
             except torch._dynamo.exc.TorchDynamoException as error:  # tracing or compiling failed, not the forward
                 warnings.warn(f"torch.compile of {self.purpose} failed ({error}); running it without torch.compile")
                 self.failed = True

@@ -32,8 +32,10 @@ from travel.generation.skeleton import ForcedSequenceBank
 from travel.generation.value_vocab import value_tables
 
 DONE_CHECK_INTERVAL = 8  # iterations between checks whether every row finished (each check waits for the GPU)
-COMPILED_SELECT = CompiledForward(select, purpose="the decode loop's token choice")
-COMPILED_ADVANCE = CompiledForward(advance, purpose="the decode loop's state update")
+# one graph per draw, jump, catalog and log-prob choice, and per call shape until the sizes turn dynamic
+LOOP_GRAPHS = 64
+COMPILED_SELECT = CompiledForward(select, purpose="the decode loop's token choice", recompile_limit=LOOP_GRAPHS)
+COMPILED_ADVANCE = CompiledForward(advance, purpose="the decode loop's state update", recompile_limit=LOOP_GRAPHS)
 
 
 def jump_width(plans: list[Any]) -> int:
@@ -41,18 +43,21 @@ def jump_width(plans: list[Any]) -> int:
     return 1 + max(len(sequence) for plan in plans for sequence in plan.sequences)
 
 
-def call_tables(decoder: Any, plans: list[Any], vocab: int, k: int, device: torch.device, slot_values, width: int) -> CallTables:
+def call_tables(
+    decoder: Any, plans: list[Any], vocab: int, k: int, device: torch.device, slot_values: Any, width: int
+) -> CallTables:
     """The value tables, forced sequences and catalog tries of one decode call, on `device`."""
     host_tables = value_tables(decoder.tokenizer, vocab)
     tables = host_tables.on(device)
     catalog = None if slot_values is None else decoder._tries.tables(slot_values, k, host_tables, device)
     bank = ForcedSequenceBank.of(plans, decoder.pad_token_id, device)
+    reserve = 1 + max(plan.longest_close for plan in plans)
     return CallTables(
         admissible=tables.admissible, closes=tables.closes, adds_content=tables.adds_content,
         next_state=tables.next_state, forced_tokens=bank.tokens, forced_lengths=bank.lengths, tails=bank.tails,
         seq_base=bank.sequence_base.repeat_interleave(k), tail_base=bank.tail_base.repeat_interleave(k),
         num_slots=bank.num_slots.repeat_interleave(k), offsets=torch.arange(width, device=device),
-        token_keys=token_keys(vocab, device), catalog=catalog,
+        token_keys=token_keys(vocab, device), reserve=torch.tensor(reserve, device=device), catalog=catalog,
     )
 
 
@@ -84,9 +89,8 @@ def decode_loop(
     value_cap = budget + 1 if decoder.fill_budget or tables.catalog is not None else decoder.max_value_tokens
     draw = "greedy" if greedy else "seeds" if row_seeds is not None else "generator"
     settings = LoopSettings(
-        budget=budget, value_cap=value_cap, reserve=1 + max(plan.longest_close for plan in plans),
-        fill_budget=decoder.fill_budget, draw=draw, temperature=decoder.temperature, top_p=decoder.top_p,
-        return_logprobs=return_logprobs, jump=jump, pad_token_id=decoder.pad_token_id,
+        budget=budget, value_cap=value_cap, fill_budget=decoder.fill_budget, draw=draw, temperature=decoder.temperature,
+        top_p=decoder.top_p, return_logprobs=return_logprobs, jump=jump, pad_token_id=decoder.pad_token_id,
     )
     choose, step_state = (COMPILED_SELECT, COMPILED_ADVANCE) if compiled else (select, advance)
     state = initial_state(rows, device, tables.catalog)

@@ -57,6 +57,7 @@ class CallTables(NamedTuple):
     num_slots: torch.Tensor
     offsets: torch.Tensor  # arange(jump width)
     token_keys: torch.Tensor  # sampling.token_keys(vocab)
+    reserve: torch.Tensor  # 0-d: a closing quote plus the longest close (a tensor: no recompile per role)
     catalog: Any  # value_trie.CatalogTables or None
 
 
@@ -64,7 +65,6 @@ class CallTables(NamedTuple):
 class LoopSettings:
     budget: int  # max_new_tokens
     value_cap: int  # tokens of one value
-    reserve: int  # a closing quote plus the longest close
     fill_budget: bool
     draw: str  # one of DRAWS
     temperature: float
@@ -103,7 +103,7 @@ def select(
     in_value = state.mode == VALUE
     tail = tables.tails[tables.tail_base + state.slot]
     budget_left = settings.budget - state.generated
-    must_close = in_value & ((state.value_count >= settings.value_cap) | (budget_left < settings.reserve + tail))
+    must_close = in_value & ((state.value_count >= settings.value_cap) | (budget_left < tables.reserve + tail))
     code = 1 + state.has_content.long() * ESCAPE_STATES + state.escape
     seq = torch.where(must_close, tables.seq_base + state.slot * SEQUENCES_PER_SLOT + code, state.seq)
     pos = torch.where(must_close, torch.zeros_like(state.pos), state.pos)
