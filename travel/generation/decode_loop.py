@@ -51,7 +51,7 @@ def call_tables(
     tables = host_tables.on(device)
     catalog = None if slot_values is None else decoder._tries.tables(slot_values, k, host_tables, device)
     bank = ForcedSequenceBank.of(plans, decoder.pad_token_id, device)
-    reserve = 1 + max(plan.longest_close for plan in plans)
+    reserve = 1 + bank.longest_close
     return CallTables(
         admissible=tables.admissible, closes=tables.closes, adds_content=tables.adds_content,
         next_state=tables.next_state, forced_tokens=bank.tokens, forced_lengths=bank.lengths, tails=bank.tails,
