@@ -108,7 +108,7 @@ def select(
     seq = torch.where(must_close, tables.seq_base + state.slot * SEQUENCES_PER_SLOT + code, state.seq)
     pos = torch.where(must_close, torch.zeros_like(state.pos), state.pos)
     mode = torch.where(must_close, torch.full_like(state.mode, FORCED), state.mode)
-    state = RowState(  # not NamedTuple._replace, which some TorchDynamo versions rebuild wrongly
+    state = RowState(  # not NamedTuple._replace: compiled by torch 2.11 at one row, it returned a broken tuple
         state.slot, mode, state.escape, state.has_content, state.value_count, state.generated, seq, pos,
         state.logprob_sum, state.node,
     )
