@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from travel.generation.sampling import ensure_legal, greedy_choice, nucleus_scores, seeded_uniforms
+from travel.generation.sampling import ensure_legal, greedy_choice, gumbel_choice, nucleus_scores, seeded_uniforms
 from travel.generation.skeleton import SEQUENCES_PER_SLOT
 from travel.generation.value_vocab import ESCAPE_STATES
 
@@ -124,7 +124,7 @@ def select(
     if settings.draw == "generator":
         return state, legal, scores.softmax(dim=-1)
     uniforms = seeded_uniforms(row_seeds, state.generated, logits.shape[1], tables.token_keys)
-    return state, legal, torch.argmax(scores - torch.log(-torch.log(uniforms)), dim=-1)
+    return state, legal, gumbel_choice(scores, uniforms)
 
 
 def advance(

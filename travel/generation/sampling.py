@@ -104,6 +104,11 @@ def nucleus_scores(logits: torch.Tensor, legal: torch.Tensor, temperature: float
     return top_p_filter(masked_logits(logits, legal) / temperature, top_p)
 
 
+def gumbel_choice(scores: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """(rows,) the Gumbel-max draw from `scores` with the (rows, vocab) `uniforms`."""
+    return torch.argmax(scores - torch.log(-torch.log(uniforms)), dim=-1)
+
+
 def sample_choice(
     logits: torch.Tensor,
     legal: torch.Tensor,
@@ -118,7 +123,7 @@ def sample_choice(
     """
     scores = nucleus_scores(logits, legal, temperature, top_p)
     if uniforms is not None:
-        return torch.argmax(scores - torch.log(-torch.log(uniforms)), dim=-1)
+        return gumbel_choice(scores, uniforms)
     probabilities = scores.softmax(dim=-1)
     return torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
 
