@@ -12,9 +12,15 @@ comparator's, the same weights), then joint DPO updates over the row's pairs in 
 `algorithm.train_batch_size`; printed per row and per pair, with the projection over the config's iterations
 and train rows.
 
-The first buffer (or row) warms up kernels and CUDA graphs; the next `--buffers` are measured.
+The first buffer (or row) warms up kernels and CUDA graphs; the next `--buffers` are measured. `--variant` (MAGRPO)
+measures the same actors again, in the same process, with hardware settings changed in place (in order: each variant
+starts from the settings of the one before), one table row each:
+e.g. both actors resident (`offload_inactive_actor=false`) and activations kept (`gradient_checkpointing=false`,
+which also switches the update to the form over the prompt's cache). A variant that runs out of GPU memory says so
+in its row.
 
     python bench/train_step.py                                   # random_qwen3_4b, 10 rows x K=4, real rows
+    python bench/train_step.py --variant offload_inactive_actor=false,gradient_checkpointing=false
     python bench/train_step.py --algorithm madpo_iter --buffers 2
     python bench/train_step.py model=tiny_random hardware=cpu data=synthetic --device cpu algorithm.rollout_buffer_size=2
 """
@@ -68,6 +74,34 @@ def timed(device: torch.device, call: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+VARIANT_SETTINGS = ("offload_inactive_actor", "gradient_checkpointing")  # what --variant may change in place
+
+
+def parse_variant(text: str) -> dict[str, bool]:
+    """`--variant offload_inactive_actor=false,gradient_checkpointing=false` -> {name: value}."""
+    settings = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        name = name.strip().removeprefix("hardware.")
+        if name not in VARIANT_SETTINGS or value.strip().lower() not in ("true", "false"):
+            raise SystemExit(
+                f"--variant {text!r}: each item must be NAME=true|false with NAME one of {', '.join(VARIANT_SETTINGS)}"
+            )
+        settings[name] = value.strip().lower() == "true"
+    return settings
+
+
+def apply_variant(layout: Any, settings: dict[str, bool]) -> None:
+    """The hardware settings of a variant, applied in place to the built actors (same weights, same compiled code)."""
+    from travel.agents.models import set_activation_checkpointing
+
+    if "offload_inactive_actor" in settings:
+        layout.offload_inactive = settings["offload_inactive_actor"] and not layout.parallel
+    if "gradient_checkpointing" in settings:
+        for actor in layout.actors:
+            set_activation_checkpointing(actor.model, settings["gradient_checkpointing"])
+
+
 def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
     rows = list(run.data.split.train)[: int(cfg.algorithm.rollout_buffer_size)]
     k = int(cfg.algorithm.num_generations)
@@ -76,35 +110,49 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
     score = TimedScore()
     sampler = JointRolloutSampler(layout, run.reward_config, score=score, parallel=layout.parallel)
     distinct = tuple(group_advantages([float(j) for j in range(k)]))
-    measured = []
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    for buffer in range(1 + args.buffers):
-        score.seconds = 0.0
-        sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
-        samples = [
-            [BufferSample(r.agents[p].prompt_ids, r.agents[p].candidates, distinct, 0.0, r.env_step) for r in rollouts]
-            for p in range(len(layout.actors))
-        ]
-        update, _ = timed(device, lambda: layout.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id])))
-        steps = len(rows) * k
-        if buffer:
-            measured.append({"generation": (sampling - score.seconds) / steps, "reward": score.seconds / steps, "update": update / steps})
-        print(f"buffer {buffer}{' (warm-up)' if not buffer else ''}: {steps} env steps, {sampling + update:.1f} s", flush=True)
-    per_step = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("generation", "reward", "update")}
-    total = sum(per_step.values())
-    result = {
-        "algorithm": "magrpo",
-        "rows": len(rows),
-        "k": k,
-        "prompt_tokens": statistics.fmean(len(a.prompt_ids) for r in rollouts for a in r.agents),
-        "s_per_env_step": {**per_step, "total": total},
-        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-        "projected_hours": total * PAPER_ENV_STEPS / 3600,
-    }
+
+    def measure(label: str) -> dict[str, Any]:
+        """A warm-up buffer, then `--buffers` measured ones, under the actors' settings now."""
+        measured = []
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        for buffer in range(1 + args.buffers):
+            score.seconds = 0.0
+            sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
+            samples = [
+                [BufferSample(r.agents[p].prompt_ids, r.agents[p].candidates, distinct, 0.0, r.env_step) for r in rollouts]
+                for p in range(len(layout.actors))
+            ]
+            update, _ = timed(device, lambda: layout.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id])))
+            steps = len(rows) * k
+            if buffer:
+                measured.append({"generation": (sampling - score.seconds) / steps, "reward": score.seconds / steps, "update": update / steps})
+            print(
+                f"{label}, buffer {buffer}{' (warm-up)' if not buffer else ''}: {steps} env steps, generation and reward "
+                f"{sampling:.1f} s, update {update:.1f} s", flush=True,
+            )
+        per_step = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("generation", "reward", "update")}
+        total = sum(per_step.values())
+        return {
+            "setting": label,
+            "prompt_tokens": statistics.fmean(len(a.prompt_ids) for r in rollouts for a in r.agents),
+            "s_per_env_step": {**per_step, "total": total},
+            "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+            "projected_hours": total * PAPER_ENV_STEPS / 3600,
+        }
+
+    settings = [measure("as configured")]
+    for text in args.variant:
+        apply_variant(layout, parse_variant(text))
+        try:
+            settings.append(measure(text))
+        except torch.OutOfMemoryError as error:
+            print(f"{text}: out of GPU memory ({error})", flush=True)
+            settings.append({"setting": text, "error": "out of GPU memory"})
+            torch.cuda.empty_cache()
     sampler.close()
     layout.close()
-    return result
+    return {"algorithm": "magrpo", "rows": len(rows), "k": k, **settings[0], "settings": settings}
 
 
 def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
@@ -161,18 +209,23 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
 
 
 def format_magrpo(r: dict[str, Any]) -> str:
-    s = r["s_per_env_step"]
-    peak = "n/a" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
-    return "\n".join(
-        [
-            f"MAGRPO, one buffer of {r['rows']} rows x K={r['k']} (mean role prompt {r['prompt_tokens']:.0f} tokens)",
-            "| generation s / env step | reward s / env step | update s / env step | total s / env step | peak GiB | "
-            f"projected {PAPER_ENV_STEPS} env steps |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: |",
-            f"| {s['generation']:.3f} | {s['reward']:.4f} | {s['update']:.3f} | {s['total']:.3f} | "
-            f"{peak} | {r['projected_hours']:.2f} h |",
-        ]
-    )
+    lines = [
+        f"MAGRPO, one buffer of {r['rows']} rows x K={r['k']} (mean role prompt {r['prompt_tokens']:.0f} tokens)",
+        "| setting | generation s / env step | reward s / env step | update s / env step | total s / env step | "
+        f"peak GiB | projected {PAPER_ENV_STEPS} env steps |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for setting in r["settings"]:
+        if "error" in setting:
+            lines.append(f"| {setting['setting']} | {setting['error']} | | | | | |")
+            continue
+        s = setting["s_per_env_step"]
+        peak = "n/a" if setting["peak_gib"] is None else f"{setting['peak_gib']:.1f}"
+        lines.append(
+            f"| {setting['setting']} | {s['generation']:.3f} | {s['reward']:.4f} | {s['update']:.3f} | {s['total']:.3f} | "
+            f"{peak} | {setting['projected_hours']:.2f} h |"
+        )
+    return "\n".join(lines)
 
 
 def format_madpo_iter(r: dict[str, Any]) -> str:
@@ -195,8 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithm", choices=("magrpo", "madpo_iter"), default="magrpo")
     parser.add_argument("--buffers", type=int, default=1, help="measured buffers (MAGRPO) or rows (MADPO-iter)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument(
+        "--variant", action="append", default=[],
+        help="MAGRPO: after the configured setting, measure again (warm-up included) with these hardware settings "
+        f"changed in place on the same actors, e.g. offload_inactive_actor=false,gradient_checkpointing=false "
+        f"(names: {', '.join(VARIANT_SETTINGS)}); repeatable",
+    )
     add_project_arguments(parser)
     args = parser.parse_intermixed_args(argv)
+    for text in args.variant:  # checked before any model loads
+        parse_variant(text)
+    if args.variant and args.algorithm != "magrpo":
+        raise SystemExit("--variant measures MAGRPO buffers; it does not apply to --algorithm madpo_iter")
     cfg = compose_config([f"algorithm={args.algorithm}", *args.overrides], args.device)
     run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_train_step"))
     started = time.perf_counter()

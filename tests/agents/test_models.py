@@ -22,6 +22,7 @@ from travel.agents.models import (
     build_random_qwen3_4b,
     build_tiny_random,
     is_activation_checkpointing,
+    set_activation_checkpointing,
     load_qwen3_4b_instruct,
     load_smollm2_135m,
 )
@@ -171,3 +172,12 @@ def test_smollm2_actor_saves_and_reloads_as_an_ordinary_model(tmp_path):
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
     saved = dict(loaded.model.named_parameters())
     assert {name: torch.equal(saved[name], p) for name, p in reloaded.named_parameters()} == dict.fromkeys(saved, True)
+
+
+def test_set_activation_checkpointing_turns_it_off_and_on():
+    model = build_tiny_random(gradient_checkpointing=True).model
+    assert is_activation_checkpointing(model)
+    set_activation_checkpointing(model, False)
+    assert not is_activation_checkpointing(model)
+    set_activation_checkpointing(model, True)
+    assert is_activation_checkpointing(model)

@@ -60,6 +60,16 @@ def enable_activation_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
+def set_activation_checkpointing(model: Any, enabled: bool) -> None:
+    """Turn gradient (activation) checkpointing on (`enable_activation_checkpointing`) or off."""
+    if enabled:
+        enable_activation_checkpointing(model)
+    elif hasattr(model, "activation_checkpointing_disable"):
+        model.activation_checkpointing_disable()
+    else:
+        model.gradient_checkpointing_disable()
+
+
 def is_activation_checkpointing(model: Any) -> bool:
     flag = getattr(model, "is_activation_checkpointing", None)
     return bool(flag if flag is not None else model.is_gradient_checkpointing)
