@@ -14,7 +14,8 @@ and train rows.
 
 The first buffer (or row) warms up kernels and CUDA graphs; the next `--buffers` are measured. `--variant` (MAGRPO)
 measures the same actors again, in the same process, with hardware settings changed in place (in order: each variant
-starts from the settings of the one before), one table row each:
+starts from the settings of the one before; it warms up again only where checkpointing changes, which changes the
+update's form), one table row each:
 e.g. both actors resident (`offload_inactive_actor=false`) and activations kept (`gradient_checkpointing=false`,
 which also switches the update to the form over the prompt's cache). A variant that runs out of GPU memory says so
 in its row.
@@ -42,6 +43,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch
 from bench.measure import synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
+from travel.agents.models import is_activation_checkpointing, set_activation_checkpointing
 from travel.algorithms.dpo import joint_dpo_update
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
@@ -93,8 +95,6 @@ def parse_variant(text: str) -> dict[str, bool]:
 
 def apply_variant(layout: Any, settings: dict[str, bool]) -> None:
     """The hardware settings of a variant, applied in place to the built actors (same weights, same compiled code)."""
-    from travel.agents.models import set_activation_checkpointing
-
     if "offload_inactive_actor" in settings:
         layout.offload_inactive = settings["offload_inactive_actor"] and not layout.parallel
     if "gradient_checkpointing" in settings:
@@ -111,12 +111,12 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
     sampler = JointRolloutSampler(layout, run.reward_config, score=score, parallel=layout.parallel)
     distinct = tuple(group_advantages([float(j) for j in range(k)]))
 
-    def measure(label: str) -> dict[str, Any]:
-        """A warm-up buffer, then `--buffers` measured ones, under the actors' settings now."""
+    def measure(label: str, warm_up: bool = True) -> dict[str, Any]:
+        """A warm-up buffer (`warm_up`), then `--buffers` measured ones, under the actors' settings now."""
         measured = []
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        for buffer in range(1 + args.buffers):
+        for buffer in range(0 if warm_up else 1, 1 + args.buffers):
             score.seconds = 0.0
             sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
             samples = [
@@ -142,10 +142,12 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
         }
 
     settings = [measure("as configured")]
+    checkpointing = [is_activation_checkpointing(actor.model) for actor in layout.actors]
     for text in args.variant:
         apply_variant(layout, parse_variant(text))
-        try:
-            settings.append(measure(text))
+        before, checkpointing = checkpointing, [is_activation_checkpointing(actor.model) for actor in layout.actors]
+        try:  # the update changes form (and compiles again) only where checkpointing changed
+            settings.append(measure(text, warm_up=checkpointing != before))
         except torch.OutOfMemoryError as error:
             print(f"{text}: out of GPU memory ({error})", flush=True)
             settings.append({"setting": text, "error": "out of GPU memory"})
