@@ -4,7 +4,8 @@ One step of a model with `--layers` layers attends once per layer; each layer he
 suffix tensors (so no layer reads another's from the L2 cache), and all layers' calls of one kernel run as
 one captured CUDA graph, timed over `--repeat` replays. The floor is the bytes a step must read (every
 layer's prefix keys and values and the suffix's `--generated` written columns, once) at `--bandwidth` GB/s;
-`chunked_flash` reads those columns alone, as the decoder runs it, the other kernels the whole `--capacity`. Each kernel's output is compared with
+`chunked_flash` and `split_flash` read those columns alone, as the decoder runs them, the other kernels the whole
+`--capacity`. Each kernel's output is compared with
 a float64 evaluation of the same attention.
 
     python bench/prefix_attention.py --candidates 20
@@ -25,6 +26,7 @@ import torch
 
 from travel.generation.prefix_attention import (
     KERNELS,
+    PACKED_KERNELS,
     WrittenSuffix,
     pack_prefix,
     prefix_chunks,
@@ -65,12 +67,14 @@ def layer_inputs(args: argparse.Namespace, device: torch.device, dtype: torch.dt
 
 
 def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None, generated: int) -> tuple:
-    """`inputs` as kernel `name` takes them. `chunked_flash`, as the decoder's steps call it, reads the prefix packed
-    and chunked, and the suffix's `generated` written columns alone from token-major buffers."""
-    if name != "chunked_flash":
+    """`inputs` as kernel `name` takes them. The packed kernels (`chunked_flash`, `split_flash`), as the decoder's
+    steps call them, read the prefix packed (and chunked), and the suffix's `generated` written columns alone from
+    token-major buffers."""
+    if name not in PACKED_KERNELS:
         return inputs
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
     attention = (prefix_bias[:, 0, 0] == 0).long()
+    per_prompt = 1 if name == "split_flash" else per_prompt
     chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt), prompt_tokens(attention)
     key, value = (tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value))
     lengths = torch.full((per_row.shape[0],), generated, dtype=torch.int32, device=per_row.device)
@@ -94,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--bandwidth", type=float, default=4300.0, help="GB/s the floor assumes (4,300 measured on an H200)")
-    parser.add_argument("--kernels", default=",".join(KERNELS))
+    parser.add_argument("--kernels", default=None, help="comma-separated (default: all; split_flash only for one prompt)")
     parser.add_argument("--chunks", type=int, default=None, help="chunked_flash's chunks per prompt (default: its own choice)")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
@@ -111,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| kernel | ms / step | x floor ({floor_ms:.3f} ms) | max abs error | first call s |")
     print("| --- | ---: | ---: | ---: | ---: |")
     expected = reference(*layers[0])
-    for name in [kernel.strip() for kernel in args.kernels.split(",") if kernel.strip()]:
+    default = [name for name in KERNELS if name != "split_flash" or args.prompts == 1]
+    names = default if args.kernels is None else [kernel.strip() for kernel in args.kernels.split(",") if kernel.strip()]
+    for name in names:
         attend = KERNELS[name]
         inputs_of = [kernel_inputs(name, inputs, args.chunks, args.generated) for inputs in layers]
         started = time.perf_counter()

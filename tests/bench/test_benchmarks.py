@@ -137,6 +137,18 @@ def test_the_prefix_attention_benchmark_times_each_kernel_against_float64(capsys
         assert float(row[1]) > 0 and float(row[3]) < 1e-5  # ms per step, max abs error against float64
 
 
+def test_the_prefix_attention_benchmark_times_the_split_kernel_for_one_prompt(capsys):
+    code = prefix_attention.main(
+        ["--device", "cpu", "--dtype", "float32", "--prompts", "1", "--candidates", "3", "--prompt-tokens", "120",
+         "--capacity", "32", "--generated", "9", "--layers", "2", "--repeat", "1", "--kernels", "chunked_flash,split_flash"]
+    )
+    assert code == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith(("| chunked", "| split"))]
+    assert [row[0].strip().split(" ")[0] for row in rows] == ["chunked_flash", "split_flash"]
+    for row in rows:
+        assert float(row[1]) > 0 and float(row[3]) < 1e-5
+
+
 def test_the_decode_loop_benchmark_times_the_eager_and_the_compiled_loop(capsys):
     code = decode_loop.main(["--device", "cpu", "--rows", "2", "--agent", "0", "--days", "1", "--steps", "90", "--compile-loop"])
     assert code == 0  # the compiled loop decoded the eager loop's tokens

@@ -1,5 +1,5 @@
 """The shared-prefix attention kernels (travel/generation/prefix_attention.py) compute one attention: FlexAttention
-over the prefix, or FlashAttention over its packed chunks, merged with the suffix by their log-sum-exps equals the
+over the prefix, or FlashAttention over its packed chunks or (one prompt) over its whole packed prefix, merged with the suffix by their log-sum-exps equals the
 joint softmax over both, for one-token and jump-step query groups, padded prompts and partly written suffixes; and a
 decoder over any kernel decodes the same tokens. On the CPU FlexAttention runs its eager reference and the chunked
 kernel a plain torch reference of the FlashAttention call; a CUDA run checks the real kernels."""
@@ -20,6 +20,7 @@ from travel.generation.prefix_attention import (
     prompt_tokens,
     prefix_chunks,
     prefix_kernel,
+    split_flash_attention,
     to_prompts,
     to_rows,
     WrittenSuffix,
@@ -81,6 +82,28 @@ def test_the_chunked_kernel_is_the_same_attention(per_prompt, prompts, repeats, 
     torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
+def split(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats, written=None):
+    """The split kernel over the same inputs (one prompt): the prefix packed, the suffix as given."""
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], 1), prompt_tokens(attention)
+    packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
+    return split_flash_attention(per_row, *packed, chunks, key, value, suffix_mask, scale, repeats, written)
+
+
+@pytest.mark.parametrize("repeats,group", [(3, 4), (1, 4), (2, 12)], ids=["k3", "k1", "jump"])
+def test_the_split_kernel_is_the_same_attention(repeats, group):
+    inputs = attention_inputs(1, repeats, group)
+    got = split(*inputs)
+    assert got.shape == inputs[0].shape and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
+def test_the_split_kernel_attends_one_prompt():
+    inputs = attention_inputs(2, 3, 4)
+    with pytest.raises(ValueError, match="prefix_attention='split_flash' attends one prompt's prefix; this step has 2"):
+        split(*inputs)
+
+
 def written_inputs(prompts, repeats, per_kv, positions, device="cpu", dtype=torch.float32, capacity=9, **sizes):
     """`attention_inputs` whose suffix mask opens what `WrittenSuffix` says: row r has written `lengths[r]` columns,
     and its query heads x `positions` new queries (position minor) see the columns up to their own."""
@@ -112,6 +135,19 @@ def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(
     torch.testing.assert_close(got.double(), expected, atol=2e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("repeats,per_kv,positions", [(3, 2, 1), (1, 4, 1), (2, 2, 5)], ids=["k3", "k1", "jump"])
+def test_the_split_kernel_over_the_written_suffix_alone_is_the_same_attention(repeats, per_kv, positions):
+    inputs, written = written_inputs(1, repeats, per_kv, positions)
+    expected = concatenated(*inputs)
+    *prefix, key, value, _, scale, repeats = inputs
+    poisoned = [tensor.clone() for tensor in (key, value)]
+    for row, length in enumerate(written.lengths.tolist()):
+        for tensor in poisoned:
+            tensor[row, :, length:] = float("nan")  # columns past a row's written end must not be read
+    got = split(*prefix, *poisoned, None, scale, repeats, written)
+    torch.testing.assert_close(got.double(), expected, atol=2e-6, rtol=1e-5)
+
+
 def test_the_chunked_kernels_suffix_buffers_are_laid_out_for_flash_attention():
     class Layer:
         def __init__(self, keys):
@@ -134,6 +170,23 @@ def test_the_chunked_kernels_suffix_buffers_are_laid_out_for_flash_attention():
         assert torch.equal(suffix.buffers[0][:, 3], new[:, :, 0]) and suffix.buffers[0][:, 2].abs().sum() == 0
     joint = split_prefix(Cache(), attention, 3, 16, layer, "joint_softmax")
     assert joint.written is None
+
+
+def test_the_split_kernels_prefix_is_packed_for_one_prompt_alone():
+    class Layer:
+        def __init__(self, keys):
+            self._key_buffer, self._value_buffer = keys, keys.clone()
+
+    class Cache:
+        def __init__(self, prompts):
+            self.layers = [Layer(torch.randn(prompts, 2, 6, 4)) for _ in range(2)]
+
+    layer = lambda keys, values, token_major: StaticPositionLayer(keys, values, torch.tensor([0]), token_major)  # noqa: E731
+    state = split_prefix(Cache(1), torch.tensor([[0, 1, 1, 1, 1, 1]]), 4, 16, layer, "split_flash")
+    assert state.layout.prompts == 1 and state.layout.per_prompt == 1 and state.written is not None
+    assert all(keys.shape == (5, 2, 4) for keys, _ in state.layers)  # the prompt's tokens, its padding dropped
+    with pytest.raises(ValueError, match="prefix_attention='split_flash' attends one prompt; this call has 2"):
+        split_prefix(Cache(2), torch.ones(2, 6, dtype=torch.long), 4, 16, layer, "split_flash")
 
 
 def test_chunks_pack_each_prompts_tokens_without_padding():
@@ -174,7 +227,7 @@ def test_auto_off_a_gpu_is_the_joint_softmax_and_a_wrong_name_is_named():
     assert prefix_kernel("auto", torch.device("cpu"), torch.bfloat16, rows=20) == "joint_softmax"
     assert prefix_kernel("flex") == "flex"
     assert prefix_kernel("chunked_flash") == "chunked_flash"
-    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex, chunked_flash; got 'fast'"):
+    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex, chunked_flash, split_flash; got 'fast'"):
         prefix_kernel("fast")
     tiny = build_tiny_random(seed=1)
     with pytest.raises(ValueError, match="prefix_attention='fast'"):
@@ -197,6 +250,22 @@ def test_a_decoder_over_either_kernel_decodes_the_same_actions(jump, greedy):
     for other in others:
         assert [c[:3] for c in other] == [c[:3] for c in joint]
         assert [c[3] for c in other] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
+
+
+@pytest.mark.parametrize("jump", [False, True], ids=["one-token", "jump"])
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "seeded"])
+def test_a_decoder_over_the_split_kernel_decodes_the_joint_softmaxs_actions(jump, greedy):
+    tiny = build_tiny_random(seed=1)
+    requests = [short_request(tiny.tokenizer, 1, 3)]  # split_flash attends one prompt
+    settings = dict(step_backend="static", share_prompt_cache="always", max_new_tokens=300, max_value_tokens=5, jump_forced=jump)
+    results = []
+    for kernel in ("joint_softmax", "split_flash"):
+        decoder = StructuredDecoder(tiny.model, tiny.tokenizer, prefix_attention=kernel, **settings)
+        groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5])
+        results.append([(c.text, c.token_ids.tolist(), c.value_mask.tolist(), c.logprob) for g in groups for c in g])
+    joint, split_kernel = results
+    assert [c[:3] for c in split_kernel] == [c[:3] for c in joint]
+    assert [c[3] for c in split_kernel] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA")
@@ -236,6 +305,18 @@ def test_the_flash_written_suffix_on_cuda_matches_the_joint_softmax(prompts, rep
     written_error = (got.double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert written_error <= max(2 * joint_error, 1e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's FlashAttention kernel needs CUDA")
+@pytest.mark.parametrize("repeats,per_kv,positions", [(20, 4, 1), (1, 4, 1), (4, 4, 8)], ids=["k20", "k1", "jump"])
+def test_the_flash_split_kernel_on_cuda_matches_the_joint_softmax(repeats, per_kv, positions):
+    inputs, written = written_inputs(1, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256, width=6000, dim=128)
+    expected = concatenated(*inputs)
+    *prefix, key, value, _, scale, repeats = inputs
+    laid_out = [tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value)]  # as split_prefix lays it
+    split_error = (split(*prefix, *laid_out, None, scale, repeats, written).double() - expected).abs().max().item()
+    joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
+    assert split_error <= max(2 * joint_error, 1e-2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the automatic choice differs on a GPU")

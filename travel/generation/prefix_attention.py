@@ -47,7 +47,7 @@ try:
 except ImportError:  # torch < 2.5
     flex_attention = None  # type: ignore[assignment]
 
-PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash")
+PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash")
 MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
 _COMPILED_FLEX: Any = None
 
@@ -261,6 +261,39 @@ def chunked_flash_attention(
     from_prefix = (output * torch.exp(lse - prefix_lse.unsqueeze(1)).unsqueeze(-1)).sum(dim=1)
     from_prefix = to_rows(from_prefix.transpose(1, 2), prompts, repeats)  # normalised over the prefix alone
     prefix_lse = to_rows(prefix_lse.transpose(1, 2).unsqueeze(-1), prompts, repeats)
+    return merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale, written)
+
+
+def split_flash_attention(
+    per_row: torch.Tensor,
+    prefix_keys: torch.Tensor,
+    prefix_values: torch.Tensor,
+    chunks: PrefixChunks,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    suffix_mask: torch.Tensor | None,
+    scale: float,
+    repeats: int,
+    written: WrittenSuffix | None = None,
+) -> torch.Tensor:
+    """`chunked_flash_attention`'s contract for one prompt (`chunks.prompts == 1`; its chunking is not used): the
+    packed prefix is one sequence of a dense FlashAttention call whose queries, per key/value head, are the
+    prompt's K x group queries. For so few queries that kernel splits the keys across the multiprocessors itself
+    and merges the splits in its own kernel (split-KV, as flash-decoding does), where `chunked_flash` cuts the
+    chunks as sequences of a variable-length call and merges them in torch. Elsewhere `varlen_reference` runs."""
+    if chunks.prompts != 1:
+        raise ValueError(f"prefix_attention='split_flash' attends one prompt's prefix; this step has {chunks.prompts}")
+    queries = to_prompts(per_row, 1, repeats).transpose(1, 2)  # (1, K x group, kv heads, dim)
+    attend = _flash_dense if _flash_runs(per_row) else _dense_reference
+    output, lse = attend(queries, prefix_keys[None], prefix_values[None], scale)  # (1, queries, kv heads, dim), (1, kv heads, queries)
+    from_prefix = to_rows(output.transpose(1, 2).float(), 1, repeats)  # normalised over the prefix alone
+    prefix_lse = to_rows(lse.unsqueeze(-1), 1, repeats)
+    return merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale, written)
+
+
+def merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale: float, written) -> torch.Tensor:
+    """The packed kernels' prefix part merged with the suffix: `with_suffix` over the mask, or with `written` the
+    rows' written columns alone (`written_suffix_attention`), under the joint normaliser."""
     if written is None:
         return with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale)
     from_suffix, suffix_lse = written_suffix_attention(per_row, key, value, written, scale)
@@ -310,6 +343,24 @@ def _flash_varlen(
     return output, lse
 
 
+def _flash_dense(query, key, value, scale: float):
+    """One dense (batch, tokens, heads, dim) FlashAttention call, not causal; it chooses its own key splits."""
+    output, lse, *_ = torch.ops.aten._flash_attention_forward(
+        query, key, value, None, None, query.shape[1], key.shape[1], 0.0, False, False, scale=scale
+    )
+    return output, lse
+
+
+def _dense_reference(query, key, value, scale: float):
+    """`_flash_dense`'s contract for a batch of one, by `varlen_reference`: (1, queries, heads, dim) output and
+    (1, heads, queries) log-sum-exps."""
+    queries, keys = query.shape[1], key.shape[1]
+    query_offsets = torch.tensor([0, queries], dtype=torch.int32, device=query.device)
+    key_offsets = torch.tensor([0, keys], dtype=torch.int32, device=query.device)
+    output, lse = varlen_reference(query[0], key[0], value[0], query_offsets, key_offsets, queries, keys, scale)
+    return output[None], lse[None]
+
+
 def varlen_reference(
     query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float,
     causal: bool = False, used_keys: torch.Tensor | None = None,
@@ -338,4 +389,10 @@ def varlen_reference(
     return output, lse
 
 
-KERNELS = {"joint_softmax": joint_softmax_attention, "flex": flex_prefix_attention, "chunked_flash": chunked_flash_attention}
+KERNELS = {
+    "joint_softmax": joint_softmax_attention,
+    "flex": flex_prefix_attention,
+    "chunked_flash": chunked_flash_attention,
+    "split_flash": split_flash_attention,
+}
+PACKED_KERNELS = ("chunked_flash", "split_flash")  # the kernels over a packed prefix and token-major suffix buffers

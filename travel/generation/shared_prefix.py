@@ -25,6 +25,7 @@ import torch
 
 from travel.generation.prefix_attention import (
     KERNELS,
+    PACKED_KERNELS,
     PrefixChunks,
     WrittenSuffix,
     pack_prefix,
@@ -48,10 +49,10 @@ SHARED_PREFIX_ATTENTION = "travel_shared_prefix_decode"
 class PrefixState:
     """Every layer's prefix keys and values, and what the kernel needs besides: for `joint_softmax` and `flex`
     (prompts, kv heads, width, head dim) tensors under `layout`, the (prompts, 1, 1, width) float32 bias (0 over
-    each prompt's tokens, -inf over its left padding); for `chunked_flash` (tokens, kv heads, head dim) packed
-    tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`. `written`, kept only for `chunked_flash`, says how
-    many suffix columns each row has written, with this step's tokens: the step sets its lengths before each
-    forward, and that kernel reads those columns alone."""
+    each prompt's tokens, -inf over its left padding); for the packed kernels (`chunked_flash`, `split_flash`)
+    (tokens, kv heads, head dim) packed tensors (`pack_prefix`) cut by `layout`, a `PrefixChunks`. `written`, kept
+    only for them, says how many suffix columns each row has written, with this step's tokens: the step sets its
+    lengths before each forward, and those kernels read those columns alone."""
 
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     layout: torch.Tensor | PrefixChunks
@@ -115,11 +116,14 @@ def split_prefix(
 ) -> PrefixState:
     """The prompt-once cache's keys and values as the shared prefix (attended by `kernel`), each cache layer
     replaced by `suffix_layer(keys, values, token_major)` over new zeroed (rows, kv heads, capacity, head dim)
-    suffix buffers; for `chunked_flash` they are `token_major`, (rows, capacity, kv heads, head dim), the layout
-    its FlashAttention call reads a row's columns in, and a step feeds `positions` tokens per row."""
+    suffix buffers; for the packed kernels (`chunked_flash`, `split_flash`) they are `token_major`, (rows, capacity,
+    kv heads, head dim), the layout their FlashAttention call reads a row's columns in, and a step feeds `positions`
+    tokens per row. `split_flash` takes one prompt."""
     prompts, width = attention.shape
+    if kernel == "split_flash" and prompts != 1:
+        raise ValueError(f"prefix_attention='split_flash' attends one prompt; this call has {prompts} (use chunked_flash or auto)")
     rows = prompts * repeats
-    tokens = prompt_tokens(attention) if kernel == "chunked_flash" else None
+    tokens = prompt_tokens(attention) if kernel in PACKED_KERNELS else None
     prefix = []
     for index, layer in enumerate(cache.layers):
         keys, values = layer._key_buffer, layer._value_buffer
@@ -134,7 +138,8 @@ def split_prefix(
     if tokens is not None:
         lengths = torch.zeros((rows,), dtype=torch.int32, device=attention.device)
         written = WrittenSuffix.of(lengths, positions, capacity)
-        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1]), kernel, written)
+        per_prompt = 1 if kernel == "split_flash" else None  # split_flash splits inside its kernel
+        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1], per_prompt), kernel, written)
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
     return PrefixState(prefix, prefix_bias, kernel)
