@@ -8,9 +8,9 @@
 Trainers, comparators and the evaluator reach the policies through a layout: `actors` (each with
 `agent_id`, the policy index, its model, optimizer and decoder), `role_actions`, `prompts`, `update_each`
 and `save`. `update_each` runs one update per policy:
-- hardware=1xb200 (`offload_inactive_actor`): all actors live on cuda:0 for generation; while one
-  updates, the other and its optimizer state wait in reusable pinned host memory (`parking.py`), and
-  come back even if the update fails;
+- hardware=1xb200: all actors live on cuda:0 and update one after the other; with
+  `offload_inactive_actor=true` (for a GPU that cannot hold both), while one updates, the other and its
+  optimizer state wait in reusable pinned host memory (`parking.py`), and come back even if the update fails;
 - hardware=2gpu (`parallel_training=per_device`): one actor per device, updated in parallel threads;
 - hardware=cpu: one after the other, no moves.
 """

@@ -93,7 +93,8 @@ class StructuredDecoder:
         (travel/generation/decode_loop.py); the eager loop ignores it.
         `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
         (travel/generation/prefix_attention.py): `auto` (`chunked_flash` for several rows on a GPU where FlashAttention
-        runs, else the joint softmax: the faster ones measured), `joint_softmax`, `flex` or `chunked_flash`."""
+        runs, else the joint softmax: the faster ones measured), `joint_softmax`, `flex`, `chunked_flash` or
+        `split_flash` (one prompt per call)."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:

@@ -19,6 +19,9 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   budget under a mask. On CUDA in half precision it calls torch's FlashAttention kernel; elsewhere a plain
   torch reference of that call (`varlen_reference`), so the packing, the causal suffix and the merging are tested
   on the CPU.
+- `split_flash_attention` (one prompt) reads the same packed prefix with one dense FlashAttention call, which for
+  so few queries splits the keys across the multiprocessors and merges the splits in its own kernel; the suffix
+  is read as `chunked_flash` reads it. Not yet timed on a GPU, so `auto` does not choose it.
 
 `bench/prefix_attention.py` times the kernels alone. On an H200 (torch 2.11; 36 layers, 32/8 heads x 128, bf16,
 one graph replay per step, not compiled) the joint softmax took 5.21 ms per step for 20 candidates of a 6,000-token
@@ -41,6 +44,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from travel.generation.flash_calls import (
+    dense_reference,
+    flash_attention_runs,
+    flash_dense,
+    flash_runs,
+    flash_varlen,
+    varlen_reference,
+)
 
 try:
     from torch.nn.attention.flex_attention import flex_attention
@@ -76,13 +88,6 @@ def prefix_kernel(name: str, device: torch.device | None = None, dtype: torch.dt
     if name != "auto":
         return name
     return "chunked_flash" if rows > 1 and device is not None and flash_attention_runs(device, dtype) else "joint_softmax"
-
-
-def flash_attention_runs(device: torch.device, dtype: torch.dtype | None) -> bool:
-    """Whether `_flash_varlen` (torch's FlashAttention kernel) runs on `device` in `dtype`."""
-    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
-        return False
-    return torch.backends.cuda.is_flash_attention_available() and torch.cuda.get_device_capability(device) >= (8, 0)
 
 
 def joint_softmax_attention(
@@ -253,7 +258,7 @@ def chunked_flash_attention(
     chunk_queries = per_prompt_queries.unsqueeze(1).expand(prompts, per_prompt, queries, kv_heads, head_dim)
     chunk_queries = chunk_queries.reshape(prompts * per_prompt * queries, kv_heads, head_dim)
     query_offsets = torch.arange(0, (prompts * per_prompt + 1) * queries, queries, dtype=torch.int32, device=per_row.device)
-    attend = _flash_varlen if _flash_runs(per_row) else varlen_reference
+    attend = flash_varlen if flash_runs(per_row) else varlen_reference
     output, lse = attend(chunk_queries, prefix_keys, prefix_values, query_offsets, chunks.offsets, queries, chunks.longest, scale)
     output = output.view(prompts, per_prompt, queries, kv_heads, head_dim).float()
     lse = lse.view(kv_heads, prompts, per_prompt, queries).permute(1, 2, 3, 0)  # (prompts, chunks, K x group, kv heads)
@@ -284,7 +289,7 @@ def split_flash_attention(
     if chunks.prompts != 1:
         raise ValueError(f"prefix_attention='split_flash' attends one prompt's prefix; this step has {chunks.prompts}")
     queries = to_prompts(per_row, 1, repeats).transpose(1, 2)  # (1, K x group, kv heads, dim)
-    attend = _flash_dense if _flash_runs(per_row) else _dense_reference
+    attend = flash_dense if flash_runs(per_row) else dense_reference
     output, lse = attend(queries, prefix_keys[None], prefix_values[None], scale)  # (1, queries, kv heads, dim), (1, kv heads, queries)
     from_prefix = to_rows(output.transpose(1, 2).float(), 1, repeats)  # normalised over the prefix alone
     prefix_lse = to_rows(lse.unsqueeze(-1), 1, repeats)
@@ -317,75 +322,12 @@ def written_suffix_attention(
     queries = queries.reshape(rows * positions, kv_heads * per_kv, head_dim)  # FlashAttention's grouped-query layout
     keys = key.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
     values = value.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
-    attend = _flash_varlen if _flash_runs(per_row) else varlen_reference
+    attend = flash_varlen if flash_runs(per_row) else varlen_reference
     output, lse = attend(
         queries, keys, values, written.query_offsets, written.key_offsets, positions, capacity, scale, True, written.lengths
     )
     output = output.view(rows, positions, kv_heads, per_kv, head_dim).permute(0, 2, 3, 1, 4).reshape(per_row.shape)
     lse = lse.view(kv_heads, per_kv, rows, positions).permute(2, 0, 1, 3).reshape(rows, kv_heads, group, 1)
-    return output, lse
-
-
-def _flash_runs(tensor: torch.Tensor) -> bool:
-    """Inside a kernel: whether its inputs take the FlashAttention call. Tensor attributes alone, which torch.compile
-    traces without a graph break; `flash_attention_runs` asks the device, once, when the kernel is chosen."""
-    return tensor.is_cuda and tensor.dtype in (torch.float16, torch.bfloat16)
-
-
-def _flash_varlen(
-    query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float,
-    causal: bool = False, used_keys: torch.Tensor | None = None,
-):
-    output, lse, *_ = torch.ops.aten._flash_attention_forward(
-        query, key, value, query_offsets, key_offsets, most_queries, most_keys, 0.0, causal, False, scale=scale,
-        seqused_k=used_keys,
-    )
-    return output, lse
-
-
-def _flash_dense(query, key, value, scale: float):
-    """One dense (batch, tokens, heads, dim) FlashAttention call, not causal; it chooses its own key splits."""
-    output, lse, *_ = torch.ops.aten._flash_attention_forward(
-        query, key, value, None, None, query.shape[1], key.shape[1], 0.0, False, False, scale=scale
-    )
-    return output, lse
-
-
-def _dense_reference(query, key, value, scale: float):
-    """`_flash_dense`'s contract for a batch of one, by `varlen_reference`: (1, queries, heads, dim) output and
-    (1, heads, queries) log-sum-exps."""
-    queries, keys = query.shape[1], key.shape[1]
-    query_offsets = torch.tensor([0, queries], dtype=torch.int32, device=query.device)
-    key_offsets = torch.tensor([0, keys], dtype=torch.int32, device=query.device)
-    output, lse = varlen_reference(query[0], key[0], value[0], query_offsets, key_offsets, queries, keys, scale)
-    return output[None], lse[None]
-
-
-def varlen_reference(
-    query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float,
-    causal: bool = False, used_keys: torch.Tensor | None = None,
-):
-    """The variable-length FlashAttention call's contract, in plain torch: sequence s's queries
-    `query[query_offsets[s]:query_offsets[s + 1]]` (tokens, heads, dim) attend over its keys and values alone,
-    `key[key_offsets[s]:]`, the first `used_keys[s]` of them where given, else up to `key_offsets[s + 1]`; `causal`
-    lets query i of n see the keys up to `keys - n + i`. Query heads share key/value heads in groups, as in
-    `repeat_kv`. Returns the output like `query` and the float32 (heads, queries) log-sum-exps."""
-    output = torch.empty_like(query)
-    lse = torch.empty((query.shape[1], query.shape[0]), dtype=torch.float32, device=query.device)
-    group = query.shape[1] // key.shape[1]
-    q_bounds, k_bounds = query_offsets.tolist(), key_offsets.tolist()
-    used = used_keys.tolist() if used_keys is not None else [end - start for start, end in zip(k_bounds, k_bounds[1:])]
-    for q_start, q_end, k_start, length in zip(q_bounds, q_bounds[1:], k_bounds, used):
-        keys = key[k_start : k_start + length].float().repeat_interleave(group, dim=1)
-        values = value[k_start : k_start + length].float().repeat_interleave(group, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", query[q_start:q_end].float(), keys) * scale
-        if causal:
-            count = q_end - q_start
-            late = torch.arange(length)[None, :] > torch.arange(count)[:, None] + (length - count)
-            scores = scores.masked_fill(late.to(scores.device), float("-inf"))
-        lse[:, q_start:q_end] = torch.logsumexp(scores, dim=-1)
-        weights = torch.softmax(scores, dim=-1)
-        output[q_start:q_end] = torch.einsum("hqk,khd->qhd", weights, values).to(query.dtype)
     return output, lse
 
 
