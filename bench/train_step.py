@@ -16,8 +16,9 @@ The first buffer (or row) warms up kernels and CUDA graphs; the next `--buffers`
 measures the same actors again, in the same process, with hardware settings changed in place (in order: each variant
 starts from the settings of the one before; it warms up again only where checkpointing changes, which changes the
 update's form), one table row each:
-e.g. both actors resident (`offload_inactive_actor=false`) and activations kept (`gradient_checkpointing=false`,
-which also switches the update to the form over the prompt's cache). A variant that runs out of GPU memory says so
+e.g. both actors resident (`offload_inactive_actor=false`), activations kept (`gradient_checkpointing=false`,
+which also switches the update to the form over the prompt's cache) or kept in all but the first N layers
+(`checkpoint_layers=N`). A variant that runs out of GPU memory says so
 in its row.
 
     python bench/train_step.py                                   # random_qwen3_4b, 10 rows x K=4, real rows
@@ -43,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch
 from bench.measure import synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
-from travel.agents.models import is_activation_checkpointing, set_activation_checkpointing
+from travel.agents.models import checkpoint_first_layers, set_activation_checkpointing
 from travel.algorithms.dpo import joint_dpo_update
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
@@ -76,30 +77,43 @@ def timed(device: torch.device, call: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-VARIANT_SETTINGS = ("offload_inactive_actor", "gradient_checkpointing")  # what --variant may change in place
+VARIANT_SETTINGS = ("offload_inactive_actor", "gradient_checkpointing", "checkpoint_layers")  # what --variant may change
 
 
-def parse_variant(text: str) -> dict[str, bool]:
-    """`--variant offload_inactive_actor=false,gradient_checkpointing=false` -> {name: value}."""
-    settings = {}
+def parse_variant(text: str) -> dict[str, Any]:
+    """`--variant offload_inactive_actor=false,checkpoint_layers=12` -> {name: value}: true|false for the flags,
+    an integer >= 0 or `all` for checkpoint_layers."""
+    settings: dict[str, Any] = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
-        name = name.strip().removeprefix("hardware.")
-        if name not in VARIANT_SETTINGS or value.strip().lower() not in ("true", "false"):
+        name, value = name.strip().removeprefix("hardware."), value.strip().lower()
+        if name == "checkpoint_layers" and (value == "all" or value.isdigit()):
+            settings[name] = None if value == "all" else int(value)
+        elif name in VARIANT_SETTINGS and name != "checkpoint_layers" and value in ("true", "false"):
+            settings[name] = value == "true"
+        else:
             raise SystemExit(
-                f"--variant {text!r}: each item must be NAME=true|false with NAME one of {', '.join(VARIANT_SETTINGS)}"
+                f"--variant {text!r}: each item must be NAME=true|false with NAME one of offload_inactive_actor, "
+                "gradient_checkpointing, or checkpoint_layers=N|all"
             )
-        settings[name] = value.strip().lower() == "true"
     return settings
 
 
-def apply_variant(layout: Any, settings: dict[str, bool]) -> None:
+def apply_variant(layout: Any, settings: dict[str, Any]) -> None:
     """The hardware settings of a variant, applied in place to the built actors (same weights, same compiled code)."""
     if "offload_inactive_actor" in settings:
         layout.offload_inactive = settings["offload_inactive_actor"] and not layout.parallel
-    if "gradient_checkpointing" in settings:
-        for actor in layout.actors:
+    for actor in layout.actors:
+        if "gradient_checkpointing" in settings:
             set_activation_checkpointing(actor.model, settings["gradient_checkpointing"])
+        if "checkpoint_layers" in settings:
+            count = settings["checkpoint_layers"]
+            checkpoint_first_layers(actor.model, len(actor.model.model.layers) if count is None else count)
+
+
+def checkpointed_layers(layout: Any) -> list[tuple[bool, ...]]:
+    """Which decoder layers of each actor checkpoint."""
+    return [tuple(bool(layer.gradient_checkpointing) for layer in actor.model.model.layers) for actor in layout.actors]
 
 
 def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
@@ -142,10 +156,10 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
         }
 
     settings = [measure("as configured")]
-    checkpointing = [is_activation_checkpointing(actor.model) for actor in layout.actors]
+    checkpointing = checkpointed_layers(layout)
     for text in args.variant:
         apply_variant(layout, parse_variant(text))
-        before, checkpointing = checkpointing, [is_activation_checkpointing(actor.model) for actor in layout.actors]
+        before, checkpointing = checkpointing, checkpointed_layers(layout)
         try:  # the update changes form (and compiles again) only where checkpointing changed
             settings.append(measure(text, warm_up=checkpointing != before))
         except torch.OutOfMemoryError as error:
@@ -252,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument(
         "--variant", action="append", default=[],
-        help="MAGRPO: after the configured setting, measure again (warm-up included) with these hardware settings "
-        f"changed in place on the same actors, e.g. offload_inactive_actor=false,gradient_checkpointing=false "
-        f"(names: {', '.join(VARIANT_SETTINGS)}); repeatable",
+        help="MAGRPO: after the configured setting, measure again (with a warm-up where checkpointing changes) with these hardware settings "
+        "changed in place on the same actors, e.g. offload_inactive_actor=false,gradient_checkpointing=false or "
+        f"checkpoint_layers=12 (names: {', '.join(VARIANT_SETTINGS)}); repeatable",
     )
     add_project_arguments(parser)
     args = parser.parse_intermixed_args(argv)

@@ -66,6 +66,15 @@ def check_run_options(run: "Run") -> None:
     ):
         if not isinstance(flag, bool):
             raise ValueError(f"{option}={flag!r}: expected true or false")
+    checkpoint_layers = hardware.get("checkpoint_layers")
+    if checkpoint_layers is not None:
+        if isinstance(checkpoint_layers, bool) or not isinstance(checkpoint_layers, int) or checkpoint_layers < 0:
+            raise ValueError(f"hardware.checkpoint_layers={checkpoint_layers!r}: expected an integer >= 0 (or null: all layers)")
+        if not hardware.gradient_checkpointing:
+            raise ValueError(
+                f"hardware.checkpoint_layers={checkpoint_layers} needs hardware.gradient_checkpointing=true (it says how "
+                "many decoder layers checkpoint)"
+            )
     if hardware.parallel_training not in ("none", "per_device"):
         raise ValueError(f"hardware.parallel_training={hardware.parallel_training!r}: choose none or per_device")
     compute_dtype = hardware.get("compute_dtype")

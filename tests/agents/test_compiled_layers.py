@@ -19,7 +19,7 @@ from travel.agents.compiled_layers import (
     eager_update_layers,
     update_layers_compiled,
 )
-from travel.agents.models import build_tiny_random
+from travel.agents.models import build_tiny_random, checkpoint_first_layers
 from travel.algorithms.losses import prompt_cache_usable, shared_prompt_value_logprobs
 
 
@@ -56,6 +56,19 @@ def test_compiled_layers_give_the_eager_update_at_two_sequence_lengths(checkpoin
         torch.testing.assert_close(compiled_logprobs, eager_logprobs, rtol=1e-5, atol=1e-5)
         for compiled_grad, eager_grad in zip(compiled_grads, eager_grads):
             torch.testing.assert_close(compiled_grad, eager_grad, rtol=1e-4, atol=1e-6)
+
+
+def test_compiled_layers_with_the_first_layer_alone_checkpointed_give_the_eager_update(checkpointed):
+    eager = packed_update(checkpointed, 41, [7, 9, 4])  # every layer checkpointed, eager
+    checkpoint_first_layers(checkpointed, 1)
+    compile_update_layers(checkpointed)
+    assert prompt_cache_usable(checkpointed) is False  # still the one-mask form: some layer checkpoints
+    compiled_logprobs, compiled_grads = packed_update(checkpointed, 41, [7, 9, 4])
+    function = _COMPILED[type(decoder_layers(checkpointed)[0])]
+    assert function._compiled is not None and not function.failed
+    torch.testing.assert_close(compiled_logprobs, eager[0], rtol=1e-5, atol=1e-5)
+    for compiled_grad, eager_grad in zip(compiled_grads, eager[1]):
+        torch.testing.assert_close(compiled_grad, eager_grad, rtol=1e-4, atol=1e-6)
 
 
 def test_forwards_without_gradients_keep_the_eager_layers(checkpointed, monkeypatch):

@@ -23,6 +23,7 @@ from travel.agents.models import (
     build_tiny_random,
     is_activation_checkpointing,
     set_activation_checkpointing,
+    checkpoint_first_layers,
     load_qwen3_4b_instruct,
     load_smollm2_135m,
 )
@@ -181,3 +182,37 @@ def test_set_activation_checkpointing_turns_it_off_and_on():
     assert not is_activation_checkpointing(model)
     set_activation_checkpointing(model, True)
     assert is_activation_checkpointing(model)
+
+
+def saved_bytes_and_grads(model, ids):
+    """Bytes the forward keeps for the backward pass, and the gradients of a loss."""
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    model.zero_grad(set_to_none=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = model(input_ids=ids).logits.float().logsumexp(-1).mean()
+    loss.backward()
+    return sum(saved), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+def test_checkpointing_the_first_layers_alone_keeps_the_others_activations_and_the_same_gradients():
+    model = build_tiny_random(seed=4, gradient_checkpointing=True).model
+    model.train()
+    ids = torch.arange(40)[None] % 50 + 3
+    everything, reference = saved_bytes_and_grads(model, ids)
+    checkpoint_first_layers(model, 1)
+    assert [layer.gradient_checkpointing for layer in model.model.layers] == [True, False]
+    partial, grads = saved_bytes_and_grads(model, ids)
+    checkpoint_first_layers(model, 0)
+    nothing, _ = saved_bytes_and_grads(model, ids)
+    assert everything < partial < nothing  # a checkpointed layer keeps only its input
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, reference[name], atol=1e-6, rtol=1e-5)
+    checkpoint_first_layers(model, None)  # None leaves the layers as they are
+    assert [layer.gradient_checkpointing for layer in model.model.layers] == [False, False]
+    with pytest.raises(ValueError, match="hardware.checkpoint_layers=3: this model has 2 decoder layers"):
+        checkpoint_first_layers(model, 3)

@@ -106,13 +106,16 @@ def test_train_step_benchmark_times_each_phase_and_projects_the_run(tmp_path, ca
 def test_train_step_variants_measure_the_same_actors_again_with_settings_changed(tmp_path, capsys):
     out = tmp_path / "train_step.json"
     code = train_step.main(
-        ["--device", "cpu", "--json", str(out), "--variant", "gradient_checkpointing=false", "model=tiny_random",
+        ["--device", "cpu", "--json", str(out), "--variant", "gradient_checkpointing=false", "--variant",
+         "gradient_checkpointing=true,checkpoint_layers=1", "model=tiny_random",
          "hardware=cpu", "hardware.gradient_checkpointing=true", "data=synthetic", "generation.max_value_tokens=2",
          "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS["magrpo"]]
     )
     assert code == 0
     settings = json.loads(out.read_text())["settings"]
-    assert [s["setting"] for s in settings] == ["as configured", "gradient_checkpointing=false"]
+    assert [s["setting"] for s in settings] == [
+        "as configured", "gradient_checkpointing=false", "gradient_checkpointing=true,checkpoint_layers=1"
+    ]
     assert all(s["s_per_env_step"]["update"] > 0 for s in settings)
     table = capsys.readouterr().out
     assert "| as configured |" in table and "| gradient_checkpointing=false |" in table
@@ -121,6 +124,8 @@ def test_train_step_variants_measure_the_same_actors_again_with_settings_changed
 def test_train_step_variants_name_the_settings_they_accept():
     with pytest.raises(SystemExit, match="NAME one of offload_inactive_actor, gradient_checkpointing"):
         train_step.main(["--variant", "compile_decode=false", "model=tiny_random"])
+    with pytest.raises(SystemExit, match="or checkpoint_layers=N"):
+        train_step.main(["--variant", "checkpoint_layers=half"])
     with pytest.raises(SystemExit, match="does not apply to --algorithm madpo_iter"):
         train_step.main(["--algorithm", "madpo_iter", "--variant", "gradient_checkpointing=false"])
 

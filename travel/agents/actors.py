@@ -14,6 +14,7 @@ import torch
 
 from travel.agents.compiled_layers import compile_update_layers
 from travel.agents.devices import agent_devices, move_actor
+from travel.agents.models import checkpoint_first_layers
 from travel.agents.parking import HostStash, ParkedActor, park, unpark
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ def build_layout(
     actors = []
     for policy, device in enumerate(devices[: cls.num_policies]):
         loaded = model_factory(device=str(device), gradient_checkpointing=bool(hardware.get("gradient_checkpointing", False)))
+        checkpoint_first_layers(loaded.model, hardware.get("checkpoint_layers"))
         if hardware.get("compile_update", False):
             compile_update_layers(loaded.model)
         optimizer = torch.optim.AdamW(loaded.model.parameters(), lr=float(learning_rate))

@@ -70,6 +70,19 @@ def set_activation_checkpointing(model: Any, enabled: bool) -> None:
         model.gradient_checkpointing_disable()
 
 
+def checkpoint_first_layers(model: Any, count: int | None) -> None:
+    """With checkpointing on, keep it on the first `count` decoder layers alone (None: on all of them). The other
+    layers keep their activations for the backward pass instead of recomputing them: less compute, more memory
+    (hardware.checkpoint_layers). The loss and gradients are the same either way."""
+    if count is None:
+        return
+    layers = list(getattr(getattr(model, "model", model), "layers", []))
+    if not 0 <= count <= len(layers):
+        raise ValueError(f"hardware.checkpoint_layers={count}: this model has {len(layers)} decoder layers")
+    for index, layer in enumerate(layers):
+        layer.gradient_checkpointing = index < count
+
+
 def is_activation_checkpointing(model: Any) -> bool:
     flag = getattr(model, "is_activation_checkpointing", None)
     return bool(flag if flag is not None else model.is_gradient_checkpointing)
