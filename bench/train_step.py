@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch
 from bench.measure import synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
-from travel.agents.models import checkpoint_first_layers, set_activation_checkpointing
+from travel.agents.models import checkpoint_first_layers, decoder_layers, set_activation_checkpointing
 from travel.algorithms.dpo import joint_dpo_update
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
@@ -108,12 +108,12 @@ def apply_variant(layout: Any, settings: dict[str, Any]) -> None:
             set_activation_checkpointing(actor.model, settings["gradient_checkpointing"])
         if "checkpoint_layers" in settings:
             count = settings["checkpoint_layers"]
-            checkpoint_first_layers(actor.model, len(actor.model.model.layers) if count is None else count)
+            checkpoint_first_layers(actor.model, len(decoder_layers(actor.model)) if count is None else count)
 
 
 def checkpointed_layers(layout: Any) -> list[tuple[bool, ...]]:
     """Which decoder layers of each actor checkpoint."""
-    return [tuple(bool(layer.gradient_checkpointing) for layer in actor.model.model.layers) for actor in layout.actors]
+    return [tuple(bool(layer.gradient_checkpointing) for layer in decoder_layers(actor.model)) for actor in layout.actors]
 
 
 def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:

@@ -26,20 +26,11 @@ from typing import Any
 
 import torch
 
+from travel.agents.models import decoder_layers
 from travel.generation.compiled_forward import CompiledForward
 
+COMPILE_OPTION = "hardware.compile_update=true"  # named by the error for a model without decoder layers
 _COMPILED: dict[type, CompiledForward] = {}  # one compiled function per layer class, shared by every model
-
-
-def decoder_layers(model: Any) -> list[torch.nn.Module]:
-    """The model's repeated decoder layers (transformers' `model.layers`), or a clear error."""
-    backbone = getattr(model, "model", model)
-    layers = getattr(backbone, "layers", None)
-    if not isinstance(layers, torch.nn.ModuleList) or len(layers) == 0:
-        raise ValueError(
-            f"hardware.compile_update=true: {type(model).__name__} has no decoder layers at model.layers to compile"
-        )
-    return list(layers)
 
 
 CACHE_ARGUMENTS = ("cache", "past_key_values", "past_key_value")  # a layer's cache argument across transformers versions
@@ -70,7 +61,7 @@ class TrainingForward:
 
 def compile_update_layers(model: Any) -> None:
     """Route every decoder layer's training forward through the shared compiled function of its class."""
-    for layer in decoder_layers(model):
+    for layer in decoder_layers(model, COMPILE_OPTION):
         if type(layer) not in _COMPILED:
             _COMPILED[type(layer)] = CompiledForward(type(layer).forward, purpose="the update's decoder layers")
         layer.forward = TrainingForward(layer, _COMPILED[type(layer)])
@@ -78,10 +69,10 @@ def compile_update_layers(model: Any) -> None:
 
 def eager_update_layers(model: Any) -> None:
     """Undo `compile_update_layers`: the layers' class forward again."""
-    for layer in decoder_layers(model):
+    for layer in decoder_layers(model, COMPILE_OPTION):
         if isinstance(layer.__dict__.get("forward"), TrainingForward):
             del layer.forward
 
 
 def update_layers_compiled(model: Any) -> bool:
-    return any(isinstance(layer.__dict__.get("forward"), TrainingForward) for layer in decoder_layers(model))
+    return any(isinstance(layer.__dict__.get("forward"), TrainingForward) for layer in decoder_layers(model, COMPILE_OPTION))

@@ -70,13 +70,24 @@ def set_activation_checkpointing(model: Any, enabled: bool) -> None:
         model.gradient_checkpointing_disable()
 
 
+def decoder_layers(model: Any, option: str | None = None) -> list[torch.nn.Module]:
+    """The model's repeated decoder layers (transformers' `model.layers`), or an error naming the `option` that
+    needs them."""
+    backbone = getattr(model, "model", model)
+    layers = getattr(backbone, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or len(layers) == 0:
+        needed_by = f"{option}: " if option else ""
+        raise ValueError(f"{needed_by}{type(model).__name__} has no decoder layers at model.layers")
+    return list(layers)
+
+
 def checkpoint_first_layers(model: Any, count: int | None) -> None:
     """With checkpointing on, keep it on the first `count` decoder layers alone (None: on all of them). The other
     layers keep their activations for the backward pass instead of recomputing them: less compute, more memory
     (hardware.checkpoint_layers). The loss and gradients are the same either way."""
     if count is None:
         return
-    layers = list(getattr(getattr(model, "model", model), "layers", []))
+    layers = decoder_layers(model, f"hardware.checkpoint_layers={count}")
     if not 0 <= count <= len(layers):
         raise ValueError(f"hardware.checkpoint_layers={count}: this model has {len(layers)} decoder layers")
     for index, layer in enumerate(layers):
