@@ -320,8 +320,22 @@ def test_the_flash_split_kernel_on_cuda_matches_the_joint_softmax(repeats, per_k
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the automatic choice differs on a GPU")
-def test_auto_on_a_gpu_chunks_the_prefix_for_several_rows_in_half_precision():
+def test_auto_on_a_gpu_splits_one_prompt_and_chunks_several_in_half_precision():
     cuda = torch.device("cuda")
-    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=20) == "chunked_flash"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=20) == "split_flash"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=40, prompts=10) == "chunked_flash"
     assert prefix_kernel("auto", cuda, torch.bfloat16, rows=1) == "joint_softmax"
     assert prefix_kernel("auto", cuda, torch.float32, rows=20) == "joint_softmax"
+
+
+def test_auto_where_flash_attention_runs_picks_by_rows_and_prompts(monkeypatch):
+    """The choice itself, on the CPU: where FlashAttention is reported to run, one prompt of several rows takes
+    split_flash, several prompts chunked_flash, one row the joint softmax."""
+    import travel.generation.prefix_attention as module
+
+    monkeypatch.setattr(module, "flash_attention_runs", lambda device, dtype: True)
+    cpu = torch.device("cpu")
+    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=20, prompts=1) == "split_flash"
+    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=4, prompts=2) == "chunked_flash"
+    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=1, prompts=1) == "joint_softmax"
+    assert prefix_kernel("joint_softmax", cpu, torch.bfloat16, rows=20) == "joint_softmax"

@@ -311,7 +311,9 @@ class StructuredDecoder:
         spare = width if jump else 0  # room for a jump step's padding positions
         cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
         graph = static == "cuda_graph"
-        kernel = prefix_kernel(self.prefix_attention, device, getattr(model, "dtype", None), len(prompt_ids) * k)
+        kernel = prefix_kernel(
+            self.prefix_attention, device, getattr(model, "dtype", None), rows=len(prompt_ids) * k, prompts=len(prompt_ids)
+        )
         if static is None:
             forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared and jump:

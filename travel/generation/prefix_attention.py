@@ -21,7 +21,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   on the CPU.
 - `split_flash_attention` (one prompt) reads the same packed prefix with one dense FlashAttention call, which for
   so few queries splits the keys across the multiprocessors and merges the splits in its own kernel; the suffix
-  is read as `chunked_flash` reads it. Not yet timed on a GPU, so `auto` does not choose it.
+  is read as `chunked_flash` reads it.
 
 `bench/prefix_attention.py` times the kernels alone. On an H200 (torch 2.11; 36 layers, 32/8 heads x 128, bf16,
 one graph replay per step, not compiled) the joint softmax took 5.21 ms per step for 20 candidates of a 6,000-token
@@ -34,6 +34,11 @@ row where FlashAttention runs and the joint softmax otherwise; `flex` stays an e
 numbers scored the suffix's whole capacity; reading its written columns alone, the compiled 20-candidate step
 took 7.73 ms (compiled in its own process; the joint softmax took 8.05 ms on another lease of the same GPU type
 that day). With 256 new tokens the suffix is short either way: the saving grows with the decode budget.
+Later, one process on an H200: the kernels alone over a 6,000-token prompt (the floor reads prefix and written
+suffix once), 20 candidates: split_flash 2.85 ms per step, chunked_flash 4.36, the joint softmax 5.22; one
+candidate: 1.83, 2.94 and 1.81 ms. In the compiled decoder (bench/generation.py, 20 candidates, 256 new tokens,
+same process) split_flash 6.74 ms per step against chunked_flash's 11.01 (measured first; 7.07 on other leases).
+So for one prompt with more than one row `auto` is now `split_flash`; for several prompts still `chunked_flash`.
 """
 
 from __future__ import annotations
@@ -77,17 +82,23 @@ def to_rows(tensor: torch.Tensor, prompts: int, repeats: int) -> torch.Tensor:
     return tensor.reshape(prompts, heads, repeats, group, last).transpose(1, 2).reshape(prompts * repeats, heads, group, last)
 
 
-def prefix_kernel(name: str, device: torch.device | None = None, dtype: torch.dtype | None = None, rows: int = 1) -> str:
-    """The kernel `name` asks for. `auto` is `chunked_flash` where torch's FlashAttention runs (a CUDA GPU of
-    compute capability 8 or more, half precision) and a step has more than one row, the joint softmax otherwise:
-    the faster one measured in the compiled decoder (see above)."""
+def prefix_kernel(
+    name: str, device: torch.device | None = None, dtype: torch.dtype | None = None, rows: int = 1, prompts: int = 1
+) -> str:
+    """The kernel `name` asks for. `auto`, where torch's FlashAttention runs (a CUDA GPU of compute capability 8 or
+    more, half precision) and a step has more than one row, is `split_flash` for one prompt and `chunked_flash` for
+    several; the joint softmax otherwise (one row, or no FlashAttention). Measured on an H200, 20 candidates of one
+    6,000-token prompt: 2.8 (split) against 4.4 (chunked) and 5.2 ms (joint softmax) of attention per 36-layer
+    step; one candidate: the joint softmax and split_flash tie (1.8 ms)."""
     if name not in PREFIX_KERNELS:
         raise ValueError(f"prefix_attention must be one of {', '.join(PREFIX_KERNELS)}; got {name!r}")
     if name == "flex" and flex_attention is None:
         raise ValueError("prefix_attention='flex' needs torch >= 2.5 (torch.nn.attention.flex_attention)")
     if name != "auto":
         return name
-    return "chunked_flash" if rows > 1 and device is not None and flash_attention_runs(device, dtype) else "joint_softmax"
+    if rows > 1 and device is not None and flash_attention_runs(device, dtype):
+        return "split_flash" if prompts == 1 else "chunked_flash"
+    return "joint_softmax"
 
 
 def joint_softmax_attention(
