@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--bandwidth", type=float, default=4300.0, help="GB/s the floor assumes (4,300 measured on an H200)")
     parser.add_argument("--kernels", default=None, help="comma-separated (default: all; split_flash only for one prompt)")
-    parser.add_argument("--chunks", type=int, default=None, help="chunked_flash's chunks per prompt (default: its own choice)")
+    parser.add_argument("--chunks", type=int, default=None, help="the chunked kernels' chunks per prompt (default: their own choice)")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     generator = torch.Generator(device=device).manual_seed(0)
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         for inputs in inputs_of:  # warm every size before capture
             attend(*inputs)
         ms = time_step(device, lambda: [attend(*inputs) for inputs in inputs_of], args.repeat)
-        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name == "chunked_flash" else name
+        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name.startswith("chunked") else name
         print(f"| {label} | {ms:.3f} | {ms / floor_ms:.2f} | {error:.2e} | {first:.1f} |", flush=True)
         del inputs_of
     return 0

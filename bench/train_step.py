@@ -49,6 +49,7 @@ from travel.algorithms.dpo import joint_dpo_update
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
 from travel.algorithms.rollout import JointRolloutSampler
+from travel.generation.prefix_attention import PREFIX_KERNELS
 from travel.reward import score_joint_actions
 from travel.run import Run
 
@@ -77,30 +78,32 @@ def timed(device: torch.device, call: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-VARIANT_SETTINGS = ("offload_inactive_actor", "gradient_checkpointing", "checkpoint_layers")  # what --variant may change
+VARIANT_SETTINGS = ("offload_inactive_actor", "gradient_checkpointing", "checkpoint_layers", "prefix_attention")  # what --variant may change
 
 
 def parse_variant(text: str) -> dict[str, Any]:
     """`--variant offload_inactive_actor=false,checkpoint_layers=12` -> {name: value}: true|false for the flags,
-    an integer >= 0 or `all` for checkpoint_layers."""
+    an integer >= 0 or `all` for checkpoint_layers, a kernel name for the decoders' prefix_attention."""
     settings: dict[str, Any] = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
         name, value = name.strip().removeprefix("hardware."), value.strip().lower()
         if name == "checkpoint_layers" and (value == "all" or value.isdigit()):
             settings[name] = None if value == "all" else int(value)
+        elif name == "prefix_attention" and value in PREFIX_KERNELS:
+            settings[name] = value
         elif name in VARIANT_SETTINGS and name != "checkpoint_layers" and value in ("true", "false"):
             settings[name] = value == "true"
         else:
             raise SystemExit(
                 f"--variant {text!r}: each item must be NAME=true|false with NAME one of offload_inactive_actor, "
-                "gradient_checkpointing, or checkpoint_layers=N|all"
+                f"gradient_checkpointing, or checkpoint_layers=N|all, or prefix_attention={'|'.join(PREFIX_KERNELS)}"
             )
     return settings
 
 
 def apply_variant(layout: Any, settings: dict[str, Any]) -> None:
-    """The hardware settings of a variant, applied in place to the built actors (same weights, same compiled code)."""
+    """The settings of a variant, applied in place to the built actors (same weights, same compiled code)."""
     if "offload_inactive_actor" in settings:
         layout.offload_inactive = settings["offload_inactive_actor"] and not layout.parallel
     for actor in layout.actors:
@@ -109,11 +112,17 @@ def apply_variant(layout: Any, settings: dict[str, Any]) -> None:
         if "checkpoint_layers" in settings:
             count = settings["checkpoint_layers"]
             checkpoint_first_layers(actor.model, len(decoder_layers(actor.model)) if count is None else count)
+        if "prefix_attention" in settings:
+            actor.decoder.prefix_attention = settings["prefix_attention"]
 
 
-def checkpointed_layers(layout: Any) -> list[tuple[bool, ...]]:
-    """Which decoder layers of each actor checkpoint."""
-    return [tuple(bool(layer.gradient_checkpointing) for layer in decoder_layers(actor.model)) for actor in layout.actors]
+def compiled_shape(layout: Any) -> list[tuple[Any, ...]]:
+    """What a variant must compile again for: which decoder layers of each actor checkpoint (the update's form), and
+    its decoder's prefix kernel (the decode step's graph)."""
+    return [
+        (*(bool(layer.gradient_checkpointing) for layer in decoder_layers(actor.model)), actor.decoder.prefix_attention)
+        for actor in layout.actors
+    ]
 
 
 def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
@@ -156,12 +165,12 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
         }
 
     settings = [measure("as configured")]
-    checkpointing = checkpointed_layers(layout)
+    compiled = compiled_shape(layout)
     for text in args.variant:
         apply_variant(layout, parse_variant(text))
-        before, checkpointing = checkpointing, checkpointed_layers(layout)
-        try:  # the update changes form (and compiles again) only where checkpointing changed
-            settings.append(measure(text, warm_up=checkpointing != before))
+        before, compiled = compiled, compiled_shape(layout)
+        try:  # the update changes form only where checkpointing changed, the decode step where its kernel did
+            settings.append(measure(text, warm_up=compiled != before))
         except torch.OutOfMemoryError as error:
             print(f"{text}: out of GPU memory ({error})", flush=True)
             settings.append({"setting": text, "error": "out of GPU memory"})
@@ -266,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument(
         "--variant", action="append", default=[],
-        help="MAGRPO: after the configured setting, measure again (with a warm-up where checkpointing changes) with these hardware settings "
-        "changed in place on the same actors, e.g. offload_inactive_actor=false,gradient_checkpointing=false or "
-        f"checkpoint_layers=12 (names: {', '.join(VARIANT_SETTINGS)}); repeatable",
+        help="MAGRPO: after the configured setting, measure again (with a warm-up where checkpointing or the prefix kernel "
+        "changes) with these settings changed in place on the same actors, e.g. offload_inactive_actor=false,"
+        f"gradient_checkpointing=false, checkpoint_layers=12 or prefix_attention=chunked_flash (names: {', '.join(VARIANT_SETTINGS)}); "
+        "repeatable",
     )
     add_project_arguments(parser)
     args = parser.parse_intermixed_args(argv)

@@ -5,6 +5,12 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
+
+if not torch.cuda.is_available():
+    # Triton's interpreter runs the project's Triton kernels on CPU tensors (travel/generation/triton_varlen.py); it
+    # is read when triton is imported, so it is set before any test module imports it. A GPU runs the compiled kernels.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF = REPO_ROOT / "conf"

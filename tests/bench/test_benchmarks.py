@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -107,14 +108,15 @@ def test_train_step_variants_measure_the_same_actors_again_with_settings_changed
     out = tmp_path / "train_step.json"
     code = train_step.main(
         ["--device", "cpu", "--json", str(out), "--variant", "gradient_checkpointing=false", "--variant",
-         "gradient_checkpointing=true,checkpoint_layers=1", "model=tiny_random",
+         "gradient_checkpointing=true,checkpoint_layers=1", "--variant", "prefix_attention=chunked_flash", "model=tiny_random",
          "hardware=cpu", "hardware.gradient_checkpointing=true", "data=synthetic", "generation.max_value_tokens=2",
          "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS["magrpo"]]
     )
     assert code == 0
     settings = json.loads(out.read_text())["settings"]
     assert [s["setting"] for s in settings] == [
-        "as configured", "gradient_checkpointing=false", "gradient_checkpointing=true,checkpoint_layers=1"
+        "as configured", "gradient_checkpointing=false", "gradient_checkpointing=true,checkpoint_layers=1",
+        "prefix_attention=chunked_flash",
     ]
     assert all(s["s_per_env_step"]["update"] > 0 for s in settings)
     table = capsys.readouterr().out
@@ -126,6 +128,8 @@ def test_train_step_variants_name_the_settings_they_accept():
         train_step.main(["--variant", "compile_decode=false", "model=tiny_random"])
     with pytest.raises(SystemExit, match="or checkpoint_layers=N"):
         train_step.main(["--variant", "checkpoint_layers=half"])
+    with pytest.raises(SystemExit, match=re.escape("prefix_attention=auto|joint_softmax|flex|chunked_flash")):
+        train_step.main(["--variant", "prefix_attention=fast"])
     with pytest.raises(SystemExit, match="does not apply to --algorithm madpo_iter"):
         train_step.main(["--algorithm", "madpo_iter", "--variant", "gradient_checkpointing=false"])
 
@@ -137,7 +141,9 @@ def test_the_prefix_attention_benchmark_times_each_kernel_against_float64(capsys
     )
     assert code == 0
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith(("| joint", "| flex", "| chunked"))]
-    assert [row[0].strip() for row in rows] == ["joint_softmax", "flex", "chunked_flash (3 chunks per prompt)"]
+    assert [row[0].strip() for row in rows] == [
+        "joint_softmax", "flex", "chunked_flash (3 chunks per prompt)", "chunked_triton (3 chunks per prompt)"
+    ]
     for row in rows:
         assert float(row[1]) > 0 and float(row[3]) < 1e-5  # ms per step, max abs error against float64
 

@@ -14,6 +14,7 @@ from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.prefix_attention import (
     chunked_flash_attention,
+    chunked_triton_attention,
     flex_prefix_attention,
     joint_softmax_attention,
     pack_prefix,
@@ -64,13 +65,17 @@ def test_each_kernel_is_the_attention_over_prompt_then_suffix(kernel, prompts, r
     torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
-def chunked(per_prompt, per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
-    """The chunked kernel over the same inputs: the prefix packed and cut into `per_prompt` chunks per prompt."""
+CHUNKED_KERNELS = {"chunked_flash": chunked_flash_attention, "chunked_triton": chunked_triton_attention}
+
+
+def chunked(per_prompt, per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats,
+            kernel="chunked_flash"):
+    """A chunked kernel over the same inputs: the prefix packed and cut into `per_prompt` chunks per prompt."""
     attention = (prefix_bias[:, 0, 0] == 0).long()
     chunks = prefix_chunks(attention, prefix_keys.shape[1], per_prompt)
     tokens = prompt_tokens(attention)
     packed_keys, packed_values = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
-    return chunked_flash_attention(per_row, packed_keys, packed_values, chunks, key, value, suffix_mask, scale, repeats)
+    return CHUNKED_KERNELS[kernel](per_row, packed_keys, packed_values, chunks, key, value, suffix_mask, scale, repeats)
 
 
 @pytest.mark.parametrize("prompts,repeats,group", [(2, 3, 4), (1, 1, 4), (2, 2, 12)], ids=["k3", "k1", "jump"])
@@ -118,9 +123,10 @@ def written_inputs(prompts, repeats, per_kv, positions, device="cpu", dtype=torc
     return (*inputs, suffix_mask.to(device), scale, repeats), written
 
 
+@pytest.mark.parametrize("kernel", sorted(CHUNKED_KERNELS))
 @pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 3, 2, 1), (1, 1, 4, 1), (2, 2, 2, 5)],
                          ids=["k3", "k1", "jump"])
-def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(prompts, repeats, per_kv, positions):
+def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(prompts, repeats, per_kv, positions, kernel):
     inputs, written = written_inputs(prompts, repeats, per_kv, positions)
     expected = concatenated(*inputs)
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
@@ -131,7 +137,7 @@ def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(
     for row, length in enumerate(written.lengths.tolist()):
         for tensor in poisoned:
             tensor[row, :, length:] = float("nan")  # columns past a row's written end must not be read
-    got = chunked_flash_attention(per_row, *packed, chunks, *poisoned, None, scale, repeats, written)
+    got = CHUNKED_KERNELS[kernel](per_row, *packed, chunks, *poisoned, None, scale, repeats, written)
     torch.testing.assert_close(got.double(), expected, atol=2e-6, rtol=1e-5)
 
 
@@ -227,7 +233,8 @@ def test_auto_off_a_gpu_is_the_joint_softmax_and_a_wrong_name_is_named():
     assert prefix_kernel("auto", torch.device("cpu"), torch.bfloat16, rows=20) == "joint_softmax"
     assert prefix_kernel("flex") == "flex"
     assert prefix_kernel("chunked_flash") == "chunked_flash"
-    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex, chunked_flash, split_flash; got 'fast'"):
+    with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex, chunked_flash, split_flash, "
+                                         "chunked_triton; got 'fast'"):
         prefix_kernel("fast")
     tiny = build_tiny_random(seed=1)
     with pytest.raises(ValueError, match="prefix_attention='fast'"):
@@ -250,6 +257,26 @@ def test_a_decoder_over_either_kernel_decodes_the_same_actions(jump, greedy):
     for other in others:
         assert [c[:3] for c in other] == [c[:3] for c in joint]
         assert [c[3] for c in other] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
+
+
+@pytest.mark.parametrize("jump,greedy", [(False, True), (True, False)], ids=["one-token-greedy", "jump-seeded"])
+def test_a_decoder_over_the_triton_kernel_decodes_the_joint_softmaxs_actions(jump, greedy):
+    """The Triton kernel itself, through Triton's interpreter on the CPU (tests/conftest.py), one short day per role
+    (the interpreter takes tens of milliseconds a call)."""
+    from travel.generation.triton_varlen import triton_runs
+
+    assert triton_runs(torch.zeros(1)), "the CPU tests run the Triton kernel through Triton's interpreter"
+    tiny = build_tiny_random(seed=1)
+    requests = [short_request(tiny.tokenizer, agent, 1) for agent in (0, 1)]
+    settings = dict(step_backend="static", share_prompt_cache="always", max_new_tokens=120, max_value_tokens=4, jump_forced=jump)
+    results = []
+    for kernel in ("joint_softmax", "chunked_triton"):
+        decoder = StructuredDecoder(tiny.model, tiny.tokenizer, prefix_attention=kernel, **settings)
+        groups = decoder.generate(requests, 2, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
+        results.append([(c.text, c.token_ids.tolist(), c.value_mask.tolist(), c.logprob) for g in groups for c in g])
+    joint, triton_kernel = results
+    assert [c[:3] for c in triton_kernel] == [c[:3] for c in joint]
+    assert [c[3] for c in triton_kernel] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.parametrize("jump", [False, True], ids=["one-token", "jump"])
@@ -289,10 +316,11 @@ def test_the_flash_chunked_kernel_on_cuda_matches_the_joint_softmax(per_prompt, 
     assert chunked_error <= max(2 * joint_error, 1e-2)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's FlashAttention kernel needs CUDA")
-@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 20, 4, 1), (1, 1, 4, 1), (2, 4, 4, 8)],
-                         ids=["k20", "k1", "jump"])
-def test_the_flash_written_suffix_on_cuda_matches_the_joint_softmax(prompts, repeats, per_kv, positions):
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's FlashAttention and the Triton kernel need CUDA")
+@pytest.mark.parametrize("kernel", sorted(CHUNKED_KERNELS))
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 20, 4, 1), (1, 1, 4, 1), (2, 4, 4, 8), (10, 4, 4, 1)],
+                         ids=["k20", "k1", "jump", "magrpo"])
+def test_the_flash_written_suffix_on_cuda_matches_the_joint_softmax(prompts, repeats, per_kv, positions, kernel):
     inputs, written = written_inputs(prompts, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256,
                                      width=3000, dim=128)
     expected = concatenated(*inputs)
@@ -301,7 +329,7 @@ def test_the_flash_written_suffix_on_cuda_matches_the_joint_softmax(prompts, rep
     chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1]), prompt_tokens(attention)
     packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
     laid_out = [tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value)]  # as split_prefix lays it
-    got = chunked_flash_attention(per_row, *packed, chunks, *laid_out, None, scale, repeats, written)
+    got = CHUNKED_KERNELS[kernel](per_row, *packed, chunks, *laid_out, None, scale, repeats, written)
     written_error = (got.double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert written_error <= max(2 * joint_error, 1e-2)

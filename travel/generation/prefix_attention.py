@@ -58,13 +58,14 @@ from travel.generation.flash_calls import (
     flash_varlen,
     varlen_reference,
 )
+from travel.generation.triton_varlen import triton_available, triton_runs, triton_varlen
 
 try:
     from torch.nn.attention.flex_attention import flex_attention
 except ImportError:  # torch < 2.5
     flex_attention = None  # type: ignore[assignment]
 
-PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash")
+PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash", "chunked_triton")
 MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
 _COMPILED_FLEX: Any = None
 
@@ -94,6 +95,8 @@ def prefix_kernel(
         raise ValueError(f"prefix_attention must be one of {', '.join(PREFIX_KERNELS)}; got {name!r}")
     if name == "flex" and flex_attention is None:
         raise ValueError("prefix_attention='flex' needs torch >= 2.5 (torch.nn.attention.flex_attention)")
+    if name == "chunked_triton" and not triton_available():
+        raise ValueError("prefix_attention='chunked_triton' needs the triton package (pip install triton)")
     if name != "auto":
         return name
     if rows > 1 and device is not None and flash_attention_runs(device, dtype):
@@ -256,12 +259,14 @@ def chunked_flash_attention(
     scale: float,
     repeats: int,
     written: WrittenSuffix | None = None,
+    triton: bool = False,
 ) -> torch.Tensor:
     """`joint_softmax_attention`'s contract over a packed prefix (`pack_prefix`, (tokens, kv heads, head dim)):
     every chunk of `chunks` is one sequence of a variable-length FlashAttention call, whose queries are all
     its prompt's K x group queries; the chunks' outputs are merged by their log-sum-exps, then with the suffix.
     With `written` the suffix is read by a second such call over each row's written columns alone
-    (`written_suffix_attention`; `suffix_mask` is then not read)."""
+    (`written_suffix_attention`; `suffix_mask` is then not read). `triton` makes both calls `triton_varlen`'s
+    (`chunked_triton`)."""
     prompts, per_prompt = chunks.prompts, chunks.per_prompt
     rows, kv_heads, group, head_dim = per_row.shape
     queries = repeats * group  # per prompt, per key/value head
@@ -269,7 +274,7 @@ def chunked_flash_attention(
     chunk_queries = per_prompt_queries.unsqueeze(1).expand(prompts, per_prompt, queries, kv_heads, head_dim)
     chunk_queries = chunk_queries.reshape(prompts * per_prompt * queries, kv_heads, head_dim)
     query_offsets = torch.arange(0, (prompts * per_prompt + 1) * queries, queries, dtype=torch.int32, device=per_row.device)
-    attend = flash_varlen if flash_runs(per_row) else varlen_reference
+    attend = varlen_call(per_row, triton)
     output, lse = attend(chunk_queries, prefix_keys, prefix_values, query_offsets, chunks.offsets, queries, chunks.longest, scale)
     output = output.view(prompts, per_prompt, queries, kv_heads, head_dim).float()
     lse = lse.view(kv_heads, prompts, per_prompt, queries).permute(1, 2, 3, 0)  # (prompts, chunks, K x group, kv heads)
@@ -277,7 +282,34 @@ def chunked_flash_attention(
     from_prefix = (output * torch.exp(lse - prefix_lse.unsqueeze(1)).unsqueeze(-1)).sum(dim=1)
     from_prefix = to_rows(from_prefix.transpose(1, 2), prompts, repeats)  # normalised over the prefix alone
     prefix_lse = to_rows(prefix_lse.transpose(1, 2).unsqueeze(-1), prompts, repeats)
-    return merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale, written)
+    return merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale, written, triton)
+
+
+def chunked_triton_attention(
+    per_row: torch.Tensor,
+    prefix_keys: torch.Tensor,
+    prefix_values: torch.Tensor,
+    chunks: PrefixChunks,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    suffix_mask: torch.Tensor | None,
+    scale: float,
+    repeats: int,
+    written: WrittenSuffix | None = None,
+) -> torch.Tensor:
+    """`chunked_flash_attention` with both variable-length calls by `triton_varlen` (query tiles of 16 to 128 rows,
+    query heads of a key/value head in one tile), where FlashAttention computes tiles of 64 or 128 query rows."""
+    return chunked_flash_attention(
+        per_row, prefix_keys, prefix_values, chunks, key, value, suffix_mask, scale, repeats, written, triton=True
+    )
+
+
+def varlen_call(per_row: torch.Tensor, triton: bool) -> Any:
+    """The variable-length attention call for queries like `per_row`: `triton_varlen` (asked for, and where it
+    runs), torch's FlashAttention (where it runs), else their plain-torch reference."""
+    if triton and triton_runs(per_row):
+        return triton_varlen
+    return flash_varlen if not triton and flash_runs(per_row) else varlen_reference
 
 
 def split_flash_attention(
@@ -307,19 +339,22 @@ def split_flash_attention(
     return merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale, written)
 
 
-def merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale: float, written) -> torch.Tensor:
+def merged_with_suffix(
+    from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale: float, written, triton: bool = False
+) -> torch.Tensor:
     """The packed kernels' prefix part merged with the suffix: `with_suffix` over the mask, or with `written` the
-    rows' written columns alone (`written_suffix_attention`), under the joint normaliser."""
+    rows' written columns alone (`written_suffix_attention`, by `triton_varlen` with `triton`), under the joint
+    normaliser."""
     if written is None:
         return with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale)
-    from_suffix, suffix_lse = written_suffix_attention(per_row, key, value, written, scale)
+    from_suffix, suffix_lse = written_suffix_attention(per_row, key, value, written, scale, triton)
     total = torch.logaddexp(prefix_lse, suffix_lse)
     output = from_prefix * torch.exp(prefix_lse - total) + from_suffix.float() * torch.exp(suffix_lse - total)
     return output.to(value.dtype)
 
 
 def written_suffix_attention(
-    per_row: torch.Tensor, key: torch.Tensor, value: torch.Tensor, written: WrittenSuffix, scale: float
+    per_row: torch.Tensor, key: torch.Tensor, value: torch.Tensor, written: WrittenSuffix, scale: float, triton: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows' attention over their own written suffix columns alone, by one variable-length FlashAttention call
     (a sequence per row, the causal mask of `WrittenSuffix`), unlike `with_suffix`, which scores every column of
@@ -333,7 +368,7 @@ def written_suffix_attention(
     queries = queries.reshape(rows * positions, kv_heads * per_kv, head_dim)  # FlashAttention's grouped-query layout
     keys = key.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
     values = value.transpose(1, 2).reshape(rows * capacity, kv_heads, head_dim)
-    attend = flash_varlen if flash_runs(per_row) else varlen_reference
+    attend = varlen_call(per_row, triton)
     output, lse = attend(
         queries, keys, values, written.query_offsets, written.key_offsets, positions, capacity, scale, True, written.lengths
     )
@@ -347,5 +382,6 @@ KERNELS = {
     "flex": flex_prefix_attention,
     "chunked_flash": chunked_flash_attention,
     "split_flash": split_flash_attention,
+    "chunked_triton": chunked_triton_attention,
 }
-PACKED_KERNELS = ("chunked_flash", "split_flash")  # the kernels over a packed prefix and token-major suffix buffers
+PACKED_KERNELS = ("chunked_flash", "split_flash", "chunked_triton")  # the kernels over a packed prefix and token-major suffix buffers

@@ -1,0 +1,148 @@
+"""A variable-length attention call for decode steps, written in Triton: `flash_varlen`'s contract, small query tiles.
+
+torch's FlashAttention kernel tiles a sequence's queries in blocks of 64 or 128 rows. A decode step has few queries
+per sequence: a chunk of a MAGRPO buffer's prompt has its 4 candidates x 4 query heads of a key/value head (16), a
+row's suffix 4 (one new token). The kernel computes the whole tile anyway, so at those sizes it is bound by the
+tensor cores' wasted rows instead of by reading the keys and values, which is all a decode step must do.
+
+`triton_varlen` tiles a sequence's queries in blocks of 16 to 128 rows, as few as hold them, and puts the query
+heads that share a key/value head into the same tile, so every program reads its key/value head's keys once for
+all of them. Program (sequence, key/value head, query block) runs the online softmax over its keys in blocks of
+`BLOCK_KEYS` and writes the output normalised over its keys and their log-sum-exp, as FlashAttention does; the
+callers (`prefix_attention.py`) merge chunks and the suffix by those log-sum-exps.
+
+On CUDA the compiled kernel runs, in half precision (float32 inputs would take TF32 products there), as
+`triton_runs` says. With `TRITON_INTERPRET=1` set before triton is imported, Triton's interpreter runs the same kernel
+code on CPU tensors, which is how the CPU tests check it (slowly; its bfloat16 is not exact, so they use float32 and
+float16). Needs the `triton` package; `triton_available()` says whether it imports.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the kernel is then not offered (prefix_attention.prefix_kernel says so)
+    triton = None  # type: ignore[assignment]
+
+BLOCK_KEYS = 64  # keys per inner-loop block
+LN2 = math.log(2.0)
+
+
+def triton_available() -> bool:
+    return triton is not None
+
+
+def triton_runs(tensor: torch.Tensor) -> bool:
+    """Whether `triton_varlen` runs on `tensor`: half precision on a GPU, or any tensor where Triton's interpreter
+    is on (`TRITON_INTERPRET=1` before triton is imported: what the CPU tests set). Tensor attributes alone and a
+    constant, which torch.compile traces without a graph break."""
+    if triton is None:
+        return False
+    return _INTERPRETING or (tensor.is_cuda and tensor.dtype in (torch.float16, torch.bfloat16))
+
+
+if triton is not None:
+
+    def _varlen_attention_kernel(
+        Q, K, V, O, LSE, query_offsets, key_offsets, used_keys,
+        stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_lh,
+        scale_log2,
+        GROUP: tl.constexpr, CAUSAL: tl.constexpr, USED: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    ):
+        sequence, kv_head, block = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        q_start = tl.load(query_offsets + sequence)
+        q_count = tl.load(query_offsets + sequence + 1) - q_start
+        k_start = tl.load(key_offsets + sequence)
+        if USED:
+            k_count = tl.load(used_keys + sequence)
+        else:
+            k_count = tl.load(key_offsets + sequence + 1) - k_start
+        # tile row m is query token m // GROUP of the sequence, query head kv_head x GROUP + m % GROUP
+        m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        token, head = m // GROUP, kv_head * GROUP + m % GROUP
+        valid = token < q_count
+        d = tl.arange(0, HEAD_DIM)
+        rows = (q_start + token).to(tl.int64)  # 64-bit offsets: a MAGRPO buffer's packed prefix nears 2**31 elements
+        q = tl.load(Q + rows[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :], mask=valid[:, None], other=0.0)
+        last_key = k_count - q_count + token  # causal: query i of n sees the keys up to keys - n + i
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        for n0 in range(0, k_count, BLOCK_N):
+            n = n0 + tl.arange(0, BLOCK_N)
+            in_range = n < k_count
+            columns = (k_start + n).to(tl.int64)
+            k = tl.load(K + columns[None, :] * stride_kt + kv_head * stride_kh + d[:, None], mask=in_range[None, :], other=0.0)
+            scores = tl.dot(q, k) * scale_log2  # base-2 logits
+            keep = in_range[None, :]
+            if CAUSAL:
+                keep = keep & (n[None, :] <= last_key[:, None])
+            scores = tl.where(keep, scores, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(scores, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen no key yet
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(scores - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(V + columns[:, None] * stride_vt + kv_head * stride_vh + d[None, :], mask=in_range[:, None], other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        seen = l_i > 0
+        out = acc / tl.where(seen, l_i, 1.0)[:, None]
+        lse = tl.where(seen, (m_i + tl.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453, float("-inf"))
+        tl.store(O + rows[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :], out.to(O.dtype.element_ty), mask=valid[:, None])
+        tl.store(LSE + head * stride_lh + rows, lse, mask=valid)
+
+    _KERNEL = triton.jit(_varlen_attention_kernel)
+    _INTERPRETING = not isinstance(_KERNEL, triton.JITFunction)  # triton.jit gave the interpreter's function
+
+
+def query_block(queries: int) -> int:
+    """Tile rows for `queries` (tokens x grouped heads) per sequence: the power of two of 16 to 128 that holds them,
+    or 128 rows per program when there are more. Comparisons alone, which torch.compile guards on dynamic sizes."""
+    block = 16
+    while block < queries and block < 128:
+        block *= 2
+    return block
+
+
+def triton_varlen(
+    query, key, value, query_offsets, key_offsets, most_queries: int, most_keys: int, scale: float,
+    causal: bool = False, used_keys: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`flash_calls.varlen_reference`'s contract: query (tokens, heads, dim), key and value (keys, kv heads, dim) with
+    any strides between tokens and heads (the head dim contiguous); sequence s's queries
+    `query_offsets[s]:query_offsets[s + 1]` attend its keys from `key_offsets[s]`, the first `used_keys[s]` where
+    given; `causal` aligns the mask to the keys' end. Returns the output like `query` and float32 (heads, tokens)
+    log-sum-exps (-inf, with a zero output, for a query that sees no key). `most_keys` is not needed here."""
+    if triton is None:
+        raise RuntimeError("prefix_attention='chunked_triton' needs the triton package")
+    tokens, heads, dim = query.shape
+    kv_heads = key.shape[1]
+    if heads % kv_heads or dim & (dim - 1) or dim < 16:
+        raise ValueError(f"triton_varlen: {heads} query heads over {kv_heads} key/value heads of dim {dim} (needs a power of two >= 16)")
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"triton_varlen: {name}'s head dim must be contiguous")
+    group = heads // kv_heads
+    output = torch.empty_like(query)
+    lse = torch.empty((heads, tokens), dtype=torch.float32, device=query.device)
+    sequences = query_offsets.shape[0] - 1
+    block = query_block(most_queries * group)
+    grid = (sequences, kv_heads, -(-most_queries * group // block))
+    used = used_keys if used_keys is not None else key_offsets
+    _KERNEL[grid](
+        query, key, value, output, lse, query_offsets, key_offsets, used,
+        query.stride(0), query.stride(1), key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+        output.stride(0), output.stride(1), lse.stride(0),
+        scale / LN2,
+        GROUP=group, CAUSAL=causal, USED=used_keys is not None, BLOCK_M=block, BLOCK_N=BLOCK_KEYS, HEAD_DIM=dim,
+        num_warps=4 if block <= 64 else 8, num_stages=3,
+    )
+    return output, lse
