@@ -265,6 +265,7 @@ def test_a_decoder_over_the_triton_kernel_decodes_the_joint_softmaxs_actions(jum
     (the interpreter takes tens of milliseconds a call)."""
     from travel.generation.triton_varlen import triton_runs
 
+    pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
     assert triton_runs(torch.zeros(1)), "the CPU tests run the Triton kernel through Triton's interpreter"
     tiny = build_tiny_random(seed=1)
     requests = [short_request(tiny.tokenizer, agent, 1) for agent in (0, 1)]
@@ -348,22 +349,27 @@ def test_the_flash_split_kernel_on_cuda_matches_the_joint_softmax(repeats, per_k
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the automatic choice differs on a GPU")
-def test_auto_on_a_gpu_splits_one_prompt_and_chunks_several_in_half_precision():
+def test_auto_on_a_gpu_splits_one_prompt_and_reads_several_by_the_triton_kernel_in_half_precision():
     cuda = torch.device("cuda")
     assert prefix_kernel("auto", cuda, torch.bfloat16, rows=20) == "split_flash"
-    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=40, prompts=10) == "chunked_flash"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=40, prompts=10) == "chunked_triton"
     assert prefix_kernel("auto", cuda, torch.bfloat16, rows=1) == "joint_softmax"
     assert prefix_kernel("auto", cuda, torch.float32, rows=20) == "joint_softmax"
 
 
 def test_auto_where_flash_attention_runs_picks_by_rows_and_prompts(monkeypatch):
     """The choice itself, on the CPU: where FlashAttention is reported to run, one prompt of several rows takes
-    split_flash, several prompts chunked_flash, one row the joint softmax."""
+    split_flash, several prompts chunked_triton (chunked_flash without triton), one row the joint softmax."""
     import travel.generation.prefix_attention as module
 
     monkeypatch.setattr(module, "flash_attention_runs", lambda device, dtype: True)
+    monkeypatch.setattr(module, "triton_available", lambda: True)
     cpu = torch.device("cpu")
     assert prefix_kernel("auto", cpu, torch.bfloat16, rows=20, prompts=1) == "split_flash"
+    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=4, prompts=2) == "chunked_triton"
+    monkeypatch.setattr(module, "triton_available", lambda: False)
     assert prefix_kernel("auto", cpu, torch.bfloat16, rows=4, prompts=2) == "chunked_flash"
+    with pytest.raises(ValueError, match=r"prefix_attention='chunked_triton' needs the triton package"):
+        prefix_kernel("chunked_triton")
     assert prefix_kernel("auto", cpu, torch.bfloat16, rows=1, prompts=1) == "joint_softmax"
     assert prefix_kernel("joint_softmax", cpu, torch.bfloat16, rows=20) == "joint_softmax"

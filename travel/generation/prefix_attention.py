@@ -22,23 +22,23 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 - `split_flash_attention` (one prompt) reads the same packed prefix with one dense FlashAttention call, which for
   so few queries splits the keys across the multiprocessors and merges the splits in its own kernel; the suffix
   is read as `chunked_flash` reads it.
+- `chunked_triton_attention` is `chunked_flash` with both variable-length calls by a Triton kernel
+  (`triton_varlen.py`) whose query tiles are 16 to 128 rows, the query heads of a key/value head in one tile.
+  FlashAttention computes tiles of 64 or 128 query rows however few a chunk has (16 for a MAGRPO buffer's 4
+  candidates), which made its calls bound by those wasted rows rather than by reading the keys.
 
-`bench/prefix_attention.py` times the kernels alone. On an H200 (torch 2.11; 36 layers, 32/8 heads x 128, bf16,
-one graph replay per step, not compiled) the joint softmax took 5.21 ms per step for 20 candidates of a 6,000-token
-prompt (5.7x its 0.91 ms floor), 1.82 ms for one candidate and 13.89 ms for 10 prompts x 4 candidates of 9,000
-tokens; the chunked kernel 5.85 (23 chunks), 3.73 and 11.34 ms (8 chunks); FlexAttention 737, 14.3 and 23.5 ms.
-Alone, the chunked kernel's merge is a dozen small kernels; in the compiled decode step inductor fuses them,
-and there (bench/generation.py, random Qwen3-4B, 256 new tokens) it took 7.72 ms per step for 20 candidates
-against the joint softmax's 8.05, and 6.59 against 6.48 ms for one. So `auto` is `chunked_flash` for more than one
-row where FlashAttention runs and the joint softmax otherwise; `flex` stays an explicit choice. Those chunked
-numbers scored the suffix's whole capacity; reading its written columns alone, the compiled 20-candidate step
-took 7.73 ms (compiled in its own process; the joint softmax took 8.05 ms on another lease of the same GPU type
-that day). With 256 new tokens the suffix is short either way: the saving grows with the decode budget.
-Later, one process on an H200: the kernels alone over a 6,000-token prompt (the floor reads prefix and written
-suffix once), 20 candidates: split_flash 2.85 ms per step, chunked_flash 4.36, the joint softmax 5.22; one
-candidate: 1.83, 2.94 and 1.81 ms. In the compiled decoder (bench/generation.py, 20 candidates, 256 new tokens,
-same process) split_flash 6.74 ms per step against chunked_flash's 11.01 (measured first; 7.07 on other leases).
-So for one prompt with more than one row `auto` is now `split_flash`; for several prompts still `chunked_flash`.
+`bench/prefix_attention.py` times the kernels alone, the README's benchmark table has every measurement. What
+`auto` rests on (H200, torch 2.11, 36 layers of Qwen3-4B's shape, ms of attention per step, one process each):
+
+| shape | joint_softmax | chunked_flash | split_flash | chunked_triton |
+| --- | ---: | ---: | ---: | ---: |
+| 20 candidates of a 6,000-token prompt | 5.22 | 4.36 | 2.85 | 3.32-3.77 |
+| 1 candidate of it | 1.81 | 2.94 | 1.83 | 2.51 |
+| 10 prompts of 7,450 tokens x 4 candidates (a MAGRPO buffer) | 16.90 | 9.59 | - | 5.88 |
+
+In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms, and `chunked_triton` a default MAGRPO
+buffer's generation from 0.540 to 0.384 s per env step (bench/train_step.py). FlexAttention (737 ms at 20
+candidates) stays an explicit choice.
 """
 
 from __future__ import annotations
@@ -87,10 +87,11 @@ def prefix_kernel(
     name: str, device: torch.device | None = None, dtype: torch.dtype | None = None, rows: int = 1, prompts: int = 1
 ) -> str:
     """The kernel `name` asks for. `auto`, where torch's FlashAttention runs (a CUDA GPU of compute capability 8 or
-    more, half precision) and a step has more than one row, is `split_flash` for one prompt and `chunked_flash` for
-    several; the joint softmax otherwise (one row, or no FlashAttention). Measured on an H200, 20 candidates of one
-    6,000-token prompt: 2.8 (split) against 4.4 (chunked) and 5.2 ms (joint softmax) of attention per 36-layer
-    step; one candidate: the joint softmax and split_flash tie (1.8 ms)."""
+    more, half precision) and a step has more than one row, is `split_flash` for one prompt and `chunked_triton` for
+    several (`chunked_flash` without triton); the joint softmax otherwise (one row, or no FlashAttention). Measured
+    on an H200, 20 candidates of one 6,000-token prompt: 2.8 (split) against 4.4 (chunked_flash), 3.3-3.8
+    (chunked_triton) and 5.2 ms (joint softmax) of attention per 36-layer step; one candidate: the joint softmax
+    and split_flash tie (1.8 ms); 10 prompts x 4 candidates: 5.9 (chunked_triton) against 9.6 ms (chunked_flash)."""
     if name not in PREFIX_KERNELS:
         raise ValueError(f"prefix_attention must be one of {', '.join(PREFIX_KERNELS)}; got {name!r}")
     if name == "flex" and flex_attention is None:
@@ -100,7 +101,9 @@ def prefix_kernel(
     if name != "auto":
         return name
     if rows > 1 and device is not None and flash_attention_runs(device, dtype):
-        return "split_flash" if prompts == 1 else "chunked_flash"
+        if prompts == 1:
+            return "split_flash"
+        return "chunked_triton" if triton_available() else "chunked_flash"
     return "joint_softmax"
 
 

@@ -69,7 +69,7 @@ if triton is not None:
         token, head = m // GROUP, kv_head * GROUP + m % GROUP
         valid = token < q_count
         d = tl.arange(0, HEAD_DIM)
-        rows = (q_start + token).to(tl.int64)  # 64-bit offsets: a MAGRPO buffer's packed prefix nears 2**31 elements
+        rows = (q_start + token).to(tl.int64)  # 64-bit offsets: token x stride can pass 2**31 for long packed prefixes
         q = tl.load(Q + rows[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :], mask=valid[:, None], other=0.0)
         last_key = k_count - q_count + token  # causal: query i of n sees the keys up to keys - n + i
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -80,7 +80,7 @@ if triton is not None:
             in_range = n < k_count
             columns = (k_start + n).to(tl.int64)
             k = tl.load(K + columns[None, :] * stride_kt + kv_head * stride_kh + d[:, None], mask=in_range[None, :], other=0.0)
-            scores = tl.dot(q, k) * scale_log2  # base-2 logits
+            scores = (tl.dot(q, k) * scale_log2).to(tl.float32)  # base-2 logits; a compiled caller passes the scale as float64
             keep = in_range[None, :]
             if CAUSAL:
                 keep = keep & (n[None, :] <= last_key[:, None])
