@@ -25,7 +25,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 - `chunked_triton_attention` is `chunked_flash` with both variable-length calls by a Triton kernel
   (`triton_varlen.py`) whose query tiles are 16 to 128 rows, the query heads of a key/value head in one tile.
   FlashAttention computes tiles of 64 or 128 query rows however few a chunk has (16 for a MAGRPO buffer's 4
-  candidates), which made its calls bound by those wasted rows rather than by reading the keys.
+  candidates), most of them padding.
 
 `bench/prefix_attention.py` times the kernels alone, the README's benchmark table has every measurement. What
 `auto` rests on (H200, torch 2.11, 36 layers of Qwen3-4B's shape, ms of attention per step, one process each):
@@ -43,6 +43,7 @@ candidates) stays an explicit choice.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from dataclasses import dataclass
@@ -288,23 +289,9 @@ def chunked_flash_attention(
     return merged_with_suffix(from_prefix, prefix_lse, per_row, key, value, suffix_mask, scale, written, triton)
 
 
-def chunked_triton_attention(
-    per_row: torch.Tensor,
-    prefix_keys: torch.Tensor,
-    prefix_values: torch.Tensor,
-    chunks: PrefixChunks,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    suffix_mask: torch.Tensor | None,
-    scale: float,
-    repeats: int,
-    written: WrittenSuffix | None = None,
-) -> torch.Tensor:
-    """`chunked_flash_attention` with both variable-length calls by `triton_varlen` (query tiles of 16 to 128 rows,
-    query heads of a key/value head in one tile), where FlashAttention computes tiles of 64 or 128 query rows."""
-    return chunked_flash_attention(
-        per_row, prefix_keys, prefix_values, chunks, key, value, suffix_mask, scale, repeats, written, triton=True
-    )
+# `chunked_flash_attention` with both variable-length calls by `triton_varlen` (query tiles of 16 to 128 rows, the
+# query heads of a key/value head in one tile), where FlashAttention computes tiles of 64 or 128 query rows
+chunked_triton_attention = functools.partial(chunked_flash_attention, triton=True)
 
 
 def varlen_call(per_row: torch.Tensor, triton: bool) -> Any:

@@ -2,14 +2,16 @@
 
 torch's FlashAttention kernel tiles a sequence's queries in blocks of 64 or 128 rows. A decode step has few queries
 per sequence: a chunk of a MAGRPO buffer's prompt has its 4 candidates x 4 query heads of a key/value head (16), a
-row's suffix 4 (one new token). The kernel computes the whole tile anyway, so at those sizes it is bound by the
-tensor cores' wasted rows instead of by reading the keys and values, which is all a decode step must do.
+row's suffix 4 (one new token). The kernel computes the whole tile anyway, so most of its arithmetic is on padding,
+where a decode step need do little more than read the keys and values once.
 
 `triton_varlen` tiles a sequence's queries in blocks of 16 to 128 rows, as few as hold them, and puts the query
 heads that share a key/value head into the same tile, so every program reads its key/value head's keys once for
 all of them. Program (sequence, key/value head, query block) runs the online softmax over its keys in blocks of
 `BLOCK_KEYS` and writes the output normalised over its keys and their log-sum-exp, as FlashAttention does; the
-callers (`prefix_attention.py`) merge chunks and the suffix by those log-sum-exps.
+callers (`prefix_attention.py`) merge chunks and the suffix by those log-sum-exps. At a MAGRPO buffer's shape
+(H200, 36 layers, 10 prompts of 7,450 tokens x 4 candidates) it took the prefix and suffix attention from 9.59 ms per
+step with FlashAttention's calls to 5.88 (the bandwidth floor: 3.24).
 
 On CUDA the compiled kernel runs, in half precision (float32 inputs would take TF32 products there), as
 `triton_runs` says. With `TRITON_INTERPRET=1` set before triton is imported, Triton's interpreter runs the same kernel
@@ -20,7 +22,6 @@ float16). Needs the `triton` package; `triton_available()` says whether it impor
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
