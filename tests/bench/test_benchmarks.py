@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from bench import actor_offload, decode_loop, generation, preference_collection, prefix_attention, train_step, update
+from travel.agents.models import build_tiny_random
+from travel.generation import StructuredDecoder
 
 
 def test_generation_benchmark_times_every_method(tmp_path, capsys):
@@ -108,15 +111,14 @@ def test_train_step_variants_measure_the_same_actors_again_with_settings_changed
     out = tmp_path / "train_step.json"
     code = train_step.main(
         ["--device", "cpu", "--json", str(out), "--variant", "gradient_checkpointing=false", "--variant",
-         "gradient_checkpointing=true,checkpoint_layers=1", "--variant", "prefix_attention=chunked_flash", "model=tiny_random",
+         "gradient_checkpointing=true,checkpoint_layers=1,prefix_attention=chunked_flash", "model=tiny_random",
          "hardware=cpu", "hardware.gradient_checkpointing=true", "data=synthetic", "generation.max_value_tokens=2",
          "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS["magrpo"]]
     )
     assert code == 0
     settings = json.loads(out.read_text())["settings"]
     assert [s["setting"] for s in settings] == [
-        "as configured", "gradient_checkpointing=false", "gradient_checkpointing=true,checkpoint_layers=1",
-        "prefix_attention=chunked_flash",
+        "as configured", "gradient_checkpointing=false", "gradient_checkpointing=true,checkpoint_layers=1,prefix_attention=chunked_flash",
     ]
     assert all(s["s_per_env_step"]["update"] > 0 for s in settings)
     table = capsys.readouterr().out
@@ -169,3 +171,15 @@ def test_the_decode_loop_benchmark_times_the_eager_and_the_compiled_loop(capsys)
     assert rows["compiled"][2].strip() == "yes" and rows["eager / compiled"][0].strip().endswith("x")
     with pytest.raises(SystemExit, match="cannot hold agent 1's 5-day action"):
         decode_loop.main(["--device", "cpu", "--agent", "1", "--days", "5", "--steps", "20"])
+
+
+def test_a_prefix_attention_variant_sets_both_decoders_and_asks_for_a_warm_up():
+    actors = []
+    for seed in (0, 1):
+        tiny = build_tiny_random(seed=seed)
+        actors.append(SimpleNamespace(model=tiny.model, decoder=StructuredDecoder(tiny.model, tiny.tokenizer)))
+    layout = SimpleNamespace(actors=actors, parallel=False, offload_inactive=False)
+    before = train_step.compiled_shape(layout)
+    train_step.apply_variant(layout, train_step.parse_variant("prefix_attention=chunked_triton"))
+    assert [actor.decoder.prefix_attention for actor in actors] == ["chunked_triton", "chunked_triton"]
+    assert train_step.compiled_shape(layout) != before  # the decode step compiles again: the variant warms up
