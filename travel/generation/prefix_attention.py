@@ -37,7 +37,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 | 10 prompts of 7,450 tokens x 4 candidates (a MAGRPO buffer) | 16.90 | 9.59 | - | 5.88 |
 
 In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms, and `chunked_triton` a default MAGRPO
-buffer's generation and reward from 0.544 to 0.388 s per env step (bench/train_step.py). FlexAttention (737 ms at 20
+buffer's generation and reward from 0.545 to 0.388 s per env step (bench/train_step.py). FlexAttention (737 ms at 20
 candidates) stays an explicit choice.
 """
 
