@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from travel.generation.flash_calls import flash_runs
+
 try:
     import triton
     import triton.language as tl
@@ -45,7 +47,7 @@ def triton_runs(tensor: torch.Tensor) -> bool:
     constant, which torch.compile traces without a graph break."""
     if triton is None:
         return False
-    return _INTERPRETING or (tensor.is_cuda and tensor.dtype in (torch.float16, torch.bfloat16))
+    return _INTERPRETING or flash_runs(tensor)  # the same inputs as FlashAttention's on a GPU
 
 
 if triton is not None:
