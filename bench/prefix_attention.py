@@ -24,16 +24,8 @@ if __package__ in (None, ""):
 
 import torch
 
-from travel.generation.prefix_attention import (
-    KERNELS,
-    PACKED_KERNELS,
-    WrittenSuffix,
-    pack_prefix,
-    prefix_chunks,
-    prompt_tokens,
-    to_prompts,
-    to_rows,
-)
+from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS, to_prompts, to_rows
+from travel.generation.prefix_packing import WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 
 
 def reference(per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats):
@@ -67,7 +59,7 @@ def layer_inputs(args: argparse.Namespace, device: torch.device, dtype: torch.dt
 
 
 def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None, generated: int) -> tuple:
-    """`inputs` as kernel `name` takes them. The packed kernels (`chunked_flash`, `split_flash`), as the decoder's
+    """`inputs` as kernel `name` takes them. The packed kernels (`PACKED_KERNELS`), as the decoder's
     steps call them, read the prefix packed (and chunked), and the suffix's `generated` written columns alone from
     token-major buffers."""
     if name not in PACKED_KERNELS:
@@ -75,7 +67,8 @@ def kernel_inputs(name: str, inputs: tuple, per_prompt: int | None, generated: i
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
     attention = (prefix_bias[:, 0, 0] == 0).long()
     per_prompt = 1 if name == "split_flash" else per_prompt
-    chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt), prompt_tokens(attention)
+    chunks = prefix_chunks(attention, prefix_keys.shape[1], per_prompt, one_wave=name == "split_triton")
+    tokens = prompt_tokens(attention)
     key, value = (tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value))
     lengths = torch.full((per_row.shape[0],), generated, dtype=torch.int32, device=per_row.device)
     written = WrittenSuffix.of(lengths, 1, key.shape[2])
@@ -127,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         for inputs in inputs_of:  # warm every size before capture
             attend(*inputs)
         ms = time_step(device, lambda: [attend(*inputs) for inputs in inputs_of], args.repeat)
-        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name.startswith("chunked") else name
+        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name in ("chunked_flash", "chunked_triton", "split_triton") else name
         print(f"| {label} | {ms:.3f} | {ms / floor_ms:.2f} | {error:.2e} | {first:.1f} |", flush=True)
         del inputs_of
     return 0

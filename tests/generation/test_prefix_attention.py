@@ -17,15 +17,13 @@ from travel.generation.prefix_attention import (
     chunked_triton_attention,
     flex_prefix_attention,
     joint_softmax_attention,
-    pack_prefix,
-    prompt_tokens,
-    prefix_chunks,
     prefix_kernel,
     split_flash_attention,
+    split_triton_attention,
     to_prompts,
     to_rows,
-    WrittenSuffix,
 )
+from travel.generation.prefix_packing import WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 from travel.generation.shared_prefix import split_prefix
 from travel.generation.static_step import StaticPositionLayer
 
@@ -66,6 +64,7 @@ def test_each_kernel_is_the_attention_over_prompt_then_suffix(kernel, prompts, r
 
 
 CHUNKED_KERNELS = {"chunked_flash": chunked_flash_attention, "chunked_triton": chunked_triton_attention}
+WRITTEN_KERNELS = {**CHUNKED_KERNELS, "split_triton": split_triton_attention}  # the kernels that read the written columns
 
 
 def chunked(per_prompt, per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats,
@@ -123,9 +122,9 @@ def written_inputs(prompts, repeats, per_kv, positions, device="cpu", dtype=torc
     return (*inputs, suffix_mask.to(device), scale, repeats), written
 
 
-@pytest.mark.parametrize("kernel", sorted(CHUNKED_KERNELS))
-@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 3, 2, 1), (1, 1, 4, 1), (2, 2, 2, 5)],
-                         ids=["k3", "k1", "jump"])
+@pytest.mark.parametrize("kernel", sorted(WRITTEN_KERNELS))
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 3, 2, 1), (1, 1, 4, 1), (2, 2, 2, 5), (2, 20, 2, 4)],
+                         ids=["k3", "k1", "jump", "beyond-one-query-tile"])
 def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(prompts, repeats, per_kv, positions, kernel):
     inputs, written = written_inputs(prompts, repeats, per_kv, positions)
     expected = concatenated(*inputs)
@@ -137,7 +136,7 @@ def test_the_chunked_kernel_over_the_written_suffix_alone_is_the_same_attention(
     for row, length in enumerate(written.lengths.tolist()):
         for tensor in poisoned:
             tensor[row, :, length:] = float("nan")  # columns past a row's written end must not be read
-    got = CHUNKED_KERNELS[kernel](per_row, *packed, chunks, *poisoned, None, scale, repeats, written)
+    got = WRITTEN_KERNELS[kernel](per_row, *packed, chunks, *poisoned, None, scale, repeats, written)
     torch.testing.assert_close(got.double(), expected, atol=2e-6, rtol=1e-5)
 
 
@@ -195,20 +194,6 @@ def test_the_split_kernels_prefix_is_packed_for_one_prompt_alone():
         split_prefix(Cache(2), torch.ones(2, 6, dtype=torch.long), 4, 16, layer, "split_flash")
 
 
-def test_chunks_pack_each_prompts_tokens_without_padding():
-    attention = torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])
-    chunks = prefix_chunks(attention, kv_heads=2, per_prompt=3)
-    assert chunks.offsets.tolist() == [0, 2, 4, 5, 8, 10, 12] and chunks.longest == 3 and chunks.prompts == 2
-    keys = torch.arange(2 * 2 * 7 * 1).reshape(2, 2, 7, 1)  # (prompts, kv heads, width, dim)
-    packed = pack_prefix(keys, prompt_tokens(attention))
-    assert packed.shape == (12, 2, 1)
-    assert packed[:5, 0, 0].tolist() == [2, 3, 4, 5, 6]  # prompt 0's tokens, its padding dropped
-    assert packed[5:, 1, 0].tolist() == list(range(21, 28))  # prompt 1, second kv head
-    assert prefix_chunks(attention, kv_heads=2).per_prompt == 1  # off a GPU one chunk per prompt
-    with pytest.raises(ValueError, match=r"per_prompt=6 must be between 1 and the shortest prompt \(5\)"):
-        prefix_chunks(attention, kv_heads=2, per_prompt=6)
-
-
 def test_the_flex_merge_needs_both_parts():
     """Each part alone is far from the attention: the comparison above can fail."""
     per_row, keys, values, bias, key, value, mask, scale, repeats = attention_inputs(2, 3, 4)
@@ -234,7 +219,7 @@ def test_auto_off_a_gpu_is_the_joint_softmax_and_a_wrong_name_is_named():
     assert prefix_kernel("flex") == "flex"
     assert prefix_kernel("chunked_flash") == "chunked_flash"
     with pytest.raises(ValueError, match="prefix_attention must be one of auto, joint_softmax, flex, chunked_flash, split_flash, "
-                                         "chunked_triton; got 'fast'"):
+                                         "chunked_triton, split_triton; got 'fast'"):
         prefix_kernel("fast")
     tiny = build_tiny_random(seed=1)
     with pytest.raises(ValueError, match="prefix_attention='fast'"):
@@ -260,9 +245,9 @@ def test_a_decoder_over_either_kernel_decodes_the_same_actions(jump, greedy):
 
 
 @pytest.mark.parametrize("jump,greedy", [(False, True), (True, False)], ids=["one-token-greedy", "jump-seeded"])
-def test_a_decoder_over_the_triton_kernel_decodes_the_joint_softmaxs_actions(jump, greedy):
-    """The Triton kernel itself, through Triton's interpreter on the CPU (tests/conftest.py), one short day per role
-    (the interpreter takes tens of milliseconds a call)."""
+def test_a_decoder_over_the_triton_kernels_decodes_the_joint_softmaxs_actions(jump, greedy):
+    """The Triton kernels themselves, through Triton's interpreter on the CPU (tests/conftest.py), one short day per
+    role (the interpreter takes tens of milliseconds a call)."""
     from travel.generation.triton_varlen import triton_runs
 
     pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
@@ -271,13 +256,14 @@ def test_a_decoder_over_the_triton_kernel_decodes_the_joint_softmaxs_actions(jum
     requests = [short_request(tiny.tokenizer, agent, 1) for agent in (0, 1)]
     settings = dict(step_backend="static", share_prompt_cache="always", max_new_tokens=120, max_value_tokens=4, jump_forced=jump)
     results = []
-    for kernel in ("joint_softmax", "chunked_triton"):
+    for kernel in ("joint_softmax", "split_triton"):
         decoder = StructuredDecoder(tiny.model, tiny.tokenizer, prefix_attention=kernel, **settings)
         groups = decoder.generate(requests, 2, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
         results.append([(c.text, c.token_ids.tolist(), c.value_mask.tolist(), c.logprob) for g in groups for c in g])
-    joint, triton_kernel = results
-    assert [c[:3] for c in triton_kernel] == [c[:3] for c in joint]
-    assert [c[3] for c in triton_kernel] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
+    joint, *triton_kernels = results
+    for triton_kernel in triton_kernels:
+        assert [c[:3] for c in triton_kernel] == [c[:3] for c in joint]
+        assert [c[3] for c in triton_kernel] == pytest.approx([c[3] for c in joint], rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.parametrize("jump", [False, True], ids=["one-token", "jump"])
@@ -349,27 +335,29 @@ def test_the_flash_split_kernel_on_cuda_matches_the_joint_softmax(repeats, per_k
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the automatic choice differs on a GPU")
-def test_auto_on_a_gpu_splits_one_prompt_and_reads_several_by_the_triton_kernel_in_half_precision():
+def test_auto_on_a_gpu_reads_every_step_by_the_triton_split_kernels_in_half_precision():
     cuda = torch.device("cuda")
-    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=20) == "split_flash"
-    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=40, prompts=10) == "chunked_triton"
-    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=1) == "joint_softmax"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=20) == "split_triton"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=40, prompts=10) == "split_triton"
+    assert prefix_kernel("auto", cuda, torch.bfloat16, rows=1) == "split_triton"
     assert prefix_kernel("auto", cuda, torch.float32, rows=20) == "joint_softmax"
 
 
 def test_auto_where_flash_attention_runs_picks_by_rows_and_prompts(monkeypatch):
-    """The choice itself, on the CPU: where FlashAttention is reported to run, one prompt of several rows takes
-    split_flash, several prompts chunked_triton (chunked_flash without triton), one row the joint softmax."""
+    """The choice itself, on the CPU: where FlashAttention is reported to run, every step takes split_triton; without
+    triton one prompt of several rows takes split_flash, several prompts chunked_flash, one row the joint softmax."""
     import travel.generation.prefix_attention as module
 
     monkeypatch.setattr(module, "flash_attention_runs", lambda device, dtype: True)
     monkeypatch.setattr(module, "triton_available", lambda: True)
     cpu = torch.device("cpu")
-    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=20, prompts=1) == "split_flash"
-    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=4, prompts=2) == "chunked_triton"
+    for rows, prompts in ((20, 1), (4, 2), (1, 1)):
+        assert prefix_kernel("auto", cpu, torch.bfloat16, rows=rows, prompts=prompts) == "split_triton"
     monkeypatch.setattr(module, "triton_available", lambda: False)
+    assert prefix_kernel("auto", cpu, torch.bfloat16, rows=20, prompts=1) == "split_flash"
     assert prefix_kernel("auto", cpu, torch.bfloat16, rows=4, prompts=2) == "chunked_flash"
-    with pytest.raises(ValueError, match=r"prefix_attention='chunked_triton' needs the triton package"):
-        prefix_kernel("chunked_triton")
+    for name in ("chunked_triton", "split_triton"):
+        with pytest.raises(ValueError, match=rf"prefix_attention='{name}' needs the triton package"):
+            prefix_kernel(name)
     assert prefix_kernel("auto", cpu, torch.bfloat16, rows=1, prompts=1) == "joint_softmax"
     assert prefix_kernel("joint_softmax", cpu, torch.bfloat16, rows=20) == "joint_softmax"

@@ -92,9 +92,10 @@ class StructuredDecoder:
         kernels (travel/generation/compiled_forward.py), and so does the loop's token choice and state update
         (travel/generation/decode_loop.py); the eager loop ignores it.
         `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
-        (travel/generation/prefix_attention.py): `auto` (on a GPU where FlashAttention runs, `split_flash` for one
-        prompt of several rows, `chunked_triton` for several prompts, else the joint softmax: the faster ones
-        measured), `joint_softmax`, `flex`, `chunked_flash`, `split_flash` (one prompt per call) or `chunked_triton`."""
+        (travel/generation/prefix_attention.py): `auto` (on a GPU where FlashAttention runs, `split_triton` where
+        triton imports, else `split_flash` for one prompt of several rows and `chunked_flash` for several prompts;
+        the joint softmax otherwise: the faster ones measured), `joint_softmax`, `flex`, `chunked_flash`,
+        `split_flash` (one prompt per call), `chunked_triton` or `split_triton`."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_value_tokens < 1:

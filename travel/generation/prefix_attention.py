@@ -26,27 +26,29 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   (`triton_varlen.py`) whose query tiles are 16 to 128 rows, the query heads of a key/value head in one tile.
   FlashAttention computes tiles of 64 or 128 query rows however few a chunk has (16 for a MAGRPO buffer's 4
   candidates), most of them padding.
+- `split_triton_attention` reads a step in two Triton launches per layer (`triton_split.py`): every prefix chunk
+  and every row's written suffix attended by its own program, then one merge per row by the log-sum-exps, where the
+  chunked kernels copy queries out and merge in a dozen small torch kernels.
 
 `bench/prefix_attention.py` times the kernels alone, the README's benchmark table has every measurement. What
 `auto` rests on (H200, torch 2.11, 36 layers of Qwen3-4B's shape, ms of attention per step, one process each):
 
-| shape | joint_softmax | chunked_flash | split_flash | chunked_triton |
-| --- | ---: | ---: | ---: | ---: |
-| 20 candidates of a 6,000-token prompt | 5.22 | 4.36 | 2.85 | 3.32-3.77 |
-| 1 candidate of it | 1.81 | 2.94 | 1.83 | 2.51 |
-| 10 prompts of 7,450 tokens x 4 candidates (a MAGRPO buffer) | 16.90 | 9.59 | - | 5.88 |
+| shape | joint_softmax | chunked_flash | split_flash | chunked_triton | split_triton |
+| --- | ---: | ---: | ---: | ---: | ---: |
+| 20 candidates of a 6,000-token prompt (floor 0.41) | 5.22 | 4.36 | 2.85 | 3.32-3.77 | 1.26 |
+| 1 candidate of it (floor 0.22) | 1.81 | 2.94 | 1.83 | 2.51 | 0.56 |
+| 10 prompts of 7,450 tokens x 4 candidates, a MAGRPO buffer (floor 3.24) | 16.90 | 9.59 | - | 5.88 | 3.92 (2 chunks; 3.60 at 4, an earlier version) |
 
-In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms, and `chunked_triton` a default MAGRPO
-buffer's generation and reward from 0.545 to 0.388 s per env step (bench/train_step.py). FlexAttention (737 ms at 20
-candidates) stays an explicit choice.
+In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms and `split_triton` to 6.39 (one token
+per step); one candidate went from 6.38 (joint softmax) to 5.44 ms. `chunked_triton` took a default MAGRPO buffer's
+generation and reward from 0.545 to 0.388 s per env step (bench/train_step.py; `split_triton` not measured there).
+FlexAttention (737 ms at 20 candidates) stays an explicit choice.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,6 +61,8 @@ from travel.generation.flash_calls import (
     flash_varlen,
     varlen_reference,
 )
+from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix
+from travel.generation.triton_split import split_triton_attention
 from travel.generation.triton_varlen import triton_available, triton_runs, triton_varlen
 
 try:
@@ -66,8 +70,7 @@ try:
 except ImportError:  # torch < 2.5
     flex_attention = None  # type: ignore[assignment]
 
-PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash", "chunked_triton")
-MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
+PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash", "chunked_triton", "split_triton")
 _COMPILED_FLEX: Any = None
 
 
@@ -88,23 +91,23 @@ def prefix_kernel(
     name: str, device: torch.device | None = None, dtype: torch.dtype | None = None, rows: int = 1, prompts: int = 1
 ) -> str:
     """The kernel `name` asks for. `auto`, where torch's FlashAttention runs (a CUDA GPU of compute capability 8 or
-    more, half precision) and a step has more than one row, is `split_flash` for one prompt and `chunked_triton` for
-    several (`chunked_flash` without triton); the joint softmax otherwise (one row, or no FlashAttention). Measured
-    on an H200, 20 candidates of one 6,000-token prompt: 2.8 (split) against 4.4 (chunked_flash), 3.3-3.8
-    (chunked_triton) and 5.2 ms (joint softmax) of attention per 36-layer step; one candidate: the joint softmax
-    and split_flash tie (1.8 ms); 10 prompts x 4 candidates: 5.9 (chunked_triton) against 9.6 ms (chunked_flash)."""
+    more, half precision), is `split_triton` where triton imports, for any rows and prompts; without triton
+    `split_flash` for one prompt of several rows and `chunked_flash` for several prompts; the joint softmax
+    otherwise (one row without triton, or no FlashAttention). The measurements are in the module's docstring."""
     if name not in PREFIX_KERNELS:
         raise ValueError(f"prefix_attention must be one of {', '.join(PREFIX_KERNELS)}; got {name!r}")
     if name == "flex" and flex_attention is None:
         raise ValueError("prefix_attention='flex' needs torch >= 2.5 (torch.nn.attention.flex_attention)")
-    if name == "chunked_triton" and not triton_available():
-        raise ValueError("prefix_attention='chunked_triton' needs the triton package (pip install triton)")
+    if name in ("chunked_triton", "split_triton") and not triton_available():
+        raise ValueError(f"prefix_attention={name!r} needs the triton package (pip install triton)")
     if name != "auto":
         return name
-    if rows > 1 and device is not None and flash_attention_runs(device, dtype):
-        if prompts == 1:
-            return "split_flash"
-        return "chunked_triton" if triton_available() else "chunked_flash"
+    if device is None or not flash_attention_runs(device, dtype):
+        return "joint_softmax"
+    if triton_available():
+        return "split_triton"
+    if rows > 1:
+        return "split_flash" if prompts == 1 else "chunked_flash"
     return "joint_softmax"
 
 
@@ -190,66 +193,6 @@ def _flex_call(attend: Any, query, key, value, score_mod, scale: float) -> tuple
         return attend(query, key, value, score_mod=score_mod, scale=scale, return_lse=True)
     output, aux = attend(query, key, value, score_mod=score_mod, scale=scale, return_aux=AuxRequest(lse=True))
     return output, aux.lse
-
-
-@dataclass(frozen=True)
-class PrefixChunks:
-    """The chunked kernel's packing of the prefix: every prompt's tokens (its padding dropped) back to back,
-    prompt-major, cut into `per_prompt` chunks of near-equal length; chunk c spans packed rows
-    `offsets[c]:offsets[c + 1]`."""
-
-    offsets: torch.Tensor  # (prompts x per_prompt + 1,) int32, on the prefix's device
-    prompts: int
-    per_prompt: int
-    longest: int  # the most tokens in a chunk
-
-
-def prefix_chunks(attention: torch.Tensor, kv_heads: int, per_prompt: int | None = None) -> PrefixChunks:
-    """Chunks for the (prompts, width) prompt mask `attention`. By default enough chunks that prompts x chunks x
-    `kv_heads` fills the GPU's multiprocessors about twice (one chunk per prompt elsewhere), each at least
-    `MIN_CHUNK` tokens, and never an empty one."""
-    lengths = attention.sum(dim=1).tolist()
-    prompts = len(lengths)
-    if per_prompt is None:
-        units = 2 * torch.cuda.get_device_properties(attention.device).multi_processor_count if attention.is_cuda else 1
-        per_prompt = max(1, min(-(-units // (prompts * kv_heads)), min(lengths) // MIN_CHUNK))
-    if per_prompt < 1 or per_prompt > min(lengths):
-        raise ValueError(f"prefix_chunks: per_prompt={per_prompt} must be between 1 and the shortest prompt ({min(lengths)})")
-    sizes = [length // per_prompt + (c < length % per_prompt) for length in lengths for c in range(per_prompt)]
-    offsets = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.int32, device=attention.device)
-    return PrefixChunks(offsets, prompts, per_prompt, max(sizes))
-
-
-def prompt_tokens(attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(prompt, column) of every token of the (prompts, width) prompt mask, prompt-major: what `pack_prefix`
-    gathers, found once for all layers."""
-    return attention.bool().nonzero(as_tuple=True)
-
-
-def pack_prefix(tensor: torch.Tensor, tokens: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """(prompts, kv heads, width, head dim) prefix keys or values -> (tokens, kv heads, head dim), the prompts'
-    unpadded tokens (`prompt_tokens`) back to back (`PrefixChunks`' packing)."""
-    return tensor.transpose(1, 2)[tokens].contiguous()
-
-
-@dataclass(frozen=True)
-class WrittenSuffix:
-    """How far each row's suffix is written, for a kernel that reads those columns alone: a row's `positions` new
-    queries sit at its last `positions` written columns, so its query i sees columns 0 to `lengths - positions + i`
-    (the causal mask aligned to the written end, as FlashAttention aligns it)."""
-
-    lengths: torch.Tensor  # (rows,) int32, set in place by the step before each forward
-    positions: int
-    query_offsets: torch.Tensor  # (rows + 1,) int32: row r's queries start at r x positions
-    key_offsets: torch.Tensor  # (rows + 1,) int32: row r's suffix columns start at r x capacity
-
-    @classmethod
-    def of(cls, lengths: torch.Tensor, positions: int, capacity: int) -> "WrittenSuffix":
-        """The rows' written `lengths` with the call's offsets, made once for every layer and step."""
-        rows, device = lengths.shape[0], lengths.device
-        query_offsets = torch.arange(0, (rows + 1) * positions, positions, dtype=torch.int32, device=device)
-        key_offsets = torch.arange(0, (rows + 1) * capacity, capacity, dtype=torch.int32, device=device)
-        return cls(lengths, positions, query_offsets, key_offsets)
 
 
 def chunked_flash_attention(
@@ -373,5 +316,6 @@ KERNELS = {
     "chunked_flash": chunked_flash_attention,
     "split_flash": split_flash_attention,
     "chunked_triton": chunked_triton_attention,
+    "split_triton": split_triton_attention,
 }
-PACKED_KERNELS = ("chunked_flash", "split_flash", "chunked_triton")  # the kernels over a packed prefix and token-major suffix buffers
+PACKED_KERNELS = ("chunked_flash", "split_flash", "chunked_triton", "split_triton")  # the kernels over a packed prefix and token-major suffix buffers

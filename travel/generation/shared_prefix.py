@@ -23,15 +23,8 @@ from typing import Any
 
 import torch
 
-from travel.generation.prefix_attention import (
-    KERNELS,
-    PACKED_KERNELS,
-    PrefixChunks,
-    WrittenSuffix,
-    pack_prefix,
-    prefix_chunks,
-    prompt_tokens,
-)
+from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS
+from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 from travel.generation.static_step import (
     StaticDecodeStep,
     StaticPositionLayer,
@@ -139,7 +132,8 @@ def split_prefix(
         lengths = torch.zeros((rows,), dtype=torch.int32, device=attention.device)
         written = WrittenSuffix.of(lengths, positions, capacity)
         per_prompt = 1 if kernel == "split_flash" else None  # split_flash splits inside its kernel
-        return PrefixState(prefix, prefix_chunks(attention, prefix[0][0].shape[1], per_prompt), kernel, written)
+        chunks = prefix_chunks(attention, prefix[0][0].shape[1], per_prompt, one_wave=kernel == "split_triton")
+        return PrefixState(prefix, chunks, kernel, written)
     prefix_bias = torch.full((prompts, 1, 1, width), float("-inf"), dtype=torch.float32, device=attention.device)
     prefix_bias[:, 0, 0].masked_fill_(attention.bool(), 0.0)
     return PrefixState(prefix, prefix_bias, kernel)

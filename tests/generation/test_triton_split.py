@@ -1,0 +1,82 @@
+"""The two-kernel Triton decode attention (travel/generation/triton_split.py) is the shared-prefix attention: each
+row's queries over its prompt's packed prefix, cut into chunks, and over its own written suffix columns (causal to
+the written end), under one softmax, as the joint softmax computes it from the suffix mask. On the CPU Triton's
+interpreter runs the kernels (tests/conftest.py); on a GPU the compiled kernels run in bfloat16."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.generation.test_prefix_attention import concatenated, written_inputs
+from travel.generation.prefix_attention import joint_softmax_attention
+from travel.generation.prefix_packing import pack_prefix, prefix_chunks, prompt_tokens
+from travel.generation.triton_split import split_triton_attention
+
+pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
+
+
+def packed_call(inputs, written, per_prompt=None, poison=True, one_wave=True):
+    """`split_triton_attention` over `written_inputs`: the prefix packed and cut into `per_prompt` chunks, the
+    suffix laid out token-major as the decoder lays it, every column past a row's written end NaN."""
+    per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt, one_wave), prompt_tokens(attention)
+    packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
+    suffix = [tensor.transpose(1, 2).contiguous().transpose(1, 2) for tensor in (key, value)]
+    if poison:
+        for row, length in enumerate(written.lengths.tolist()):
+            for tensor in suffix:
+                tensor[row, :, length:] = float("nan")  # columns past a row's written end must not be read
+    return split_triton_attention(per_row, *packed, chunks, *suffix, None, scale, repeats, written)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
+@pytest.mark.parametrize("per_prompt", [1, 3], ids=["one-chunk", "three-chunks"])
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 3, 2, 1), (1, 1, 4, 1), (2, 2, 2, 5), (1, 20, 4, 1)],
+                         ids=["k3", "k1", "jump", "k20"])
+def test_the_two_kernels_are_the_joint_softmax_over_prefix_and_written_suffix(prompts, repeats, per_kv, positions, per_prompt, dtype):
+    inputs, written = written_inputs(prompts, repeats, per_kv, positions, dtype=dtype)
+    got = packed_call(inputs, written, per_prompt)
+    assert got.shape == inputs[0].shape and got.dtype == dtype and got.is_contiguous()
+    tolerance = 2e-6 if dtype == torch.float32 else 2e-3  # float16 partials round once more than the joint softmax
+    torch.testing.assert_close(got.double(), concatenated(*inputs), atol=tolerance, rtol=tolerance)
+
+
+def test_queries_beyond_one_tile_are_split_into_blocks():
+    """A prompt's 20 rows x 2 heads x 4 jump positions (160 queries) take two query blocks of the prefix kernel, and
+    a row's 4 heads x 40 positions (160) two blocks of its suffix and of the merge."""
+    for per_kv, positions, repeats in ((2, 4, 20), (4, 40, 2)):
+        inputs, written = written_inputs(1, repeats, per_kv, positions, capacity=48, width=40)
+        torch.testing.assert_close(packed_call(inputs, written, 2).double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
+def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
+    inputs, written = written_inputs(1, 2, 2, 1)
+    per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats = inputs
+    attention = (prefix_bias[:, 0, 0] == 0).long()
+    chunks, tokens = prefix_chunks(attention, 2), prompt_tokens(attention)
+    packed = pack_prefix(prefix_keys, tokens), pack_prefix(prefix_values, tokens)
+    with pytest.raises(ValueError, match="prefix_attention='split_triton' reads each row's written suffix columns"):
+        split_triton_attention(per_row, *packed, chunks, key, value, suffix_mask, scale, repeats)
+    with pytest.raises(ValueError, match="power of two >= 16; got 12"):
+        split_triton_attention(per_row[..., :12], *packed, chunks, key, value, None, scale, repeats, written)
+    with pytest.raises(ValueError, match="the queries' head dim must be contiguous"):
+        column_major = per_row.transpose(-1, -2).contiguous().transpose(-1, -2)
+        split_triton_attention(column_major, *packed, chunks, key, value, None, scale, repeats, written)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernels need CUDA")
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(1, 20, 4, 1), (1, 1, 4, 1), (2, 4, 4, 8), (10, 4, 4, 1)],
+                         ids=["k20", "k1", "jump", "magrpo"])
+def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, per_kv, positions):
+    inputs, written = written_inputs(prompts, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256,
+                                     width=3000, dim=128)
+    expected = concatenated(*inputs)
+    triton_error = (packed_call(inputs, written).double() - expected).abs().max().item()
+    joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
+    assert triton_error <= max(2 * joint_error, 1e-2)
+    attention = torch.ones((prompts, 3000), dtype=torch.long, device="cuda")
+    processors = torch.cuda.get_device_properties(0).multi_processor_count
+    wanted = processors // 8 if prompts == 1 else -(-2 * processors // (prompts * 8))  # one wave for one prompt
+    assert prefix_chunks(attention, 8, one_wave=True).per_prompt == min(wanted, 3000 // 256)

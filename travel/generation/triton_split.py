@@ -1,0 +1,190 @@
+"""The shared-prefix decode attention in two Triton kernels: split the prefix's keys, then merge in the suffix's kernel.
+
+`chunked_triton` reads a step's attention with two variable-length calls and merges their parts in torch: it copies
+every chunk's queries out first, and the merges are elementwise kernels of their own, around ten small kernels per
+layer, each a few microseconds, for a read of the prompt's keys that the GPU's bandwidth does in about six at 20
+candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer:
+
+1. `_prefix_partials_kernel`, program (query block, chunk, key/value head): the queries of the chunk's prompt that
+   use that key/value head (its K candidates x the group, read in place from the step's query tensor) attend the
+   chunk's packed prefix keys (`PrefixChunks`); it writes their output normalised over the chunk, in the queries'
+   dtype (as vLLM's split-KV kernel does), and its base-2 log-sum-exp in float32.
+2. `_suffix_merge_kernel`, program (query block, row, key/value head): the row's queries attend its own written
+   suffix columns (`WrittenSuffix`, causal to the written end), then fold in its prompt's chunk partials by their
+   log-sum-exps, and it writes the attention output.
+
+The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
+for many alike, and both kernels tile their queries in blocks of 16 to 128 rows, as few as hold them.
+On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
+Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from travel.generation.triton_varlen import BLOCK_KEYS, LN2, query_block, triton
+
+if TYPE_CHECKING:
+    from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix
+
+STAGES = 3  # software-pipelined key blocks in flight per program
+
+if triton is not None:
+    import triton.language as tl
+
+    def _attend_keys(q, keys, values, stride_kt, stride_vt, k_count, last_key, scale_log2,
+                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+        """Queries `q` (BLOCK_M, HEAD_DIM) over `k_count` keys and values from `keys`/`values` (one key/value head,
+        `stride_kt` apart): the online softmax's output normalised over them and its base-2 log-sum-exp (-inf, with
+        a zero output, for a query that sees no key). `CAUSAL` hides the keys past `last_key` (BLOCK_M,)."""
+        d = tl.arange(0, HEAD_DIM)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        for n0 in range(0, k_count, BLOCK_N):
+            n = n0 + tl.arange(0, BLOCK_N)
+            in_range = n < k_count
+            k = tl.load(keys + n[None, :].to(tl.int64) * stride_kt + d[:, None], mask=in_range[None, :], other=0.0)
+            scores = (tl.dot(q, k) * scale_log2).to(tl.float32)  # base-2 logits; a compiled caller passes a float64 scale
+            keep = in_range[None, :]
+            if CAUSAL:
+                keep = keep & (n[None, :] <= last_key[:, None])
+            scores = tl.where(keep, scores, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(scores, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a query that has seen no key yet
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(scores - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(values + n[:, None].to(tl.int64) * stride_vt + d[None, :], mask=in_range[:, None], other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        seen = l_i > 0
+        l_safe = tl.where(seen, l_i, 1.0)
+        return acc / l_safe[:, None], tl.where(seen, m_i + tl.log2(l_safe), float("-inf"))
+
+    def _partials_kernel(
+        Q, K, V, SK, SV, PART, PART_LSE, SPART, SPART_LSE, chunk_offsets, lengths,
+        stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
+        stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
+        stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
+        scale_log2, chunk_count, per_prompt, repeats,
+        GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    ):
+        block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        d = tl.arange(0, HEAD_DIM)
+        if unit < chunk_count:
+            # a prefix chunk: query m of its prompt is row prompt x repeats + m // GROUP, group entry m % GROUP
+            valid = m < repeats * GROUP
+            row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
+            q = tl.load(Q + row[:, None] * stride_qr + kv_head * stride_qh + (m % GROUP)[:, None] * stride_qg + d[None, :],
+                        mask=valid[:, None], other=0.0)
+            k_start = tl.load(chunk_offsets + unit).to(tl.int64)  # 64-bit: token x stride can pass 2**31
+            k_count = tl.load(chunk_offsets + unit + 1) - k_start
+            out, lse = _attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
+                                    stride_kt, stride_vt, k_count, m, scale_log2, False, BLOCK_M, BLOCK_N, HEAD_DIM)
+            tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
+                     out.to(PART.dtype.element_ty), mask=valid[:, None])
+            tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
+        elif block * BLOCK_M < GROUP:
+            # a row's suffix: group entry m is query head m // POSITIONS at new position m % POSITIONS, which sees the
+            # row's written columns up to its own (causal, aligned to the written end)
+            row = (unit - chunk_count).to(tl.int64)
+            valid = m < GROUP
+            q = tl.load(Q + row * stride_qr + kv_head * stride_qh + m[:, None] * stride_qg + d[None, :], mask=valid[:, None], other=0.0)
+            length = tl.load(lengths + row)
+            out, lse = _attend_keys(q, SK + row * stride_skr + kv_head * stride_skh, SV + row * stride_svr + kv_head * stride_svh,
+                                    stride_skt, stride_svt, length, length - POSITIONS + m % POSITIONS, scale_log2,
+                                    True, BLOCK_M, BLOCK_N, HEAD_DIM)
+            tl.store(SPART + row * stride_sr + kv_head * stride_sh + m[:, None] * stride_sg + d[None, :],
+                     out.to(SPART.dtype.element_ty), mask=valid[:, None])
+            tl.store(SPART_LSE + row * stride_tr + kv_head * stride_th + m, lse, mask=valid)
+
+    def _merge_kernel(
+        PART, PART_LSE, SPART, SPART_LSE, OUT,
+        stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
+        stride_or, stride_oh, stride_og,
+        repeats,
+        GROUP: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
+    ):
+        block, row, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        g = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        valid = g < GROUP
+        d = tl.arange(0, HEAD_DIM)
+        prompt = row // repeats
+        j = (row - prompt * repeats) * GROUP + g  # the row's queries among its prompt's
+        suffix_lse = tl.load(SPART_LSE + row * stride_tr + kv_head * stride_th + g, mask=valid, other=0.0)
+        suffix = tl.load(SPART + row * stride_sr + kv_head * stride_sh + g[:, None] * stride_sg + d[None, :], mask=valid[:, None], other=0.0)
+        # one maximum over the suffix and all the prompt's chunks first, so the unrolled loop's loads are independent
+        first = PART_LSE + (prompt * PER_PROMPT) * stride_lc + kv_head * stride_lh
+        c = tl.arange(0, BLOCK_C)
+        lse = tl.load(first + c[:, None] * stride_lc + j[None, :], mask=(c[:, None] < PER_PROMPT) & valid[None, :], other=float("-inf"))
+        top = tl.maximum(suffix_lse, tl.max(lse, 0))  # finite: every chunk has keys
+        acc = suffix.to(tl.float32) * tl.exp2(suffix_lse - top)[:, None]
+        total = tl.exp2(suffix_lse - top) + tl.sum(tl.exp2(lse - top[None, :]), 0)
+        parts = PART + (prompt * PER_PROMPT) * stride_pc + kv_head * stride_ph + j[:, None] * stride_pj + d[None, :]
+        for chunk in tl.static_range(PER_PROMPT):
+            weight = tl.exp2(tl.load(first + chunk * stride_lc + j, mask=valid, other=0.0) - top)
+            acc += tl.load(parts + chunk * stride_pc, mask=valid[:, None], other=0.0).to(tl.float32) * weight[:, None]
+        out = OUT + row.to(tl.int64) * stride_or + kv_head * stride_oh + g[:, None] * stride_og + d[None, :]
+        tl.store(out, (acc / total[:, None]).to(OUT.dtype.element_ty), mask=valid[:, None])
+
+    _attend_keys = triton.jit(_attend_keys)
+    _PARTIALS = triton.jit(_partials_kernel)
+    _MERGE = triton.jit(_merge_kernel)
+
+
+def split_triton_attention(
+    per_row: torch.Tensor,
+    prefix_keys: torch.Tensor,
+    prefix_values: torch.Tensor,
+    chunks: PrefixChunks,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    suffix_mask: torch.Tensor | None,
+    scale: float,
+    repeats: int,
+    written: WrittenSuffix | None = None,
+) -> torch.Tensor:
+    """`prefix_attention.chunked_flash_attention`'s contract by the two kernels above: queries `per_row` (rows, kv
+    heads, group, head dim), rows prompt-major, the head dim contiguous; the packed prefix (tokens, kv heads, head
+    dim) cut by `chunks`; each row's suffix `key`/`value` (rows, kv heads, capacity, head dim), read up to its
+    `written` length (the suffix mask is not read: the written lengths are what it opens)."""
+    if triton is None:
+        raise RuntimeError("prefix_attention='split_triton' needs the triton package (pip install triton)")
+    if written is None:
+        raise ValueError("prefix_attention='split_triton' reads each row's written suffix columns; this call gave no WrittenSuffix")
+    rows, kv_heads, group, head_dim = per_row.shape
+    if head_dim & (head_dim - 1) or head_dim < 16:
+        raise ValueError(f"prefix_attention='split_triton' needs a head dim that is a power of two >= 16; got {head_dim}")
+    for name, tensor in (("queries", per_row), ("prefix keys", prefix_keys), ("prefix values", prefix_values), ("keys", key), ("values", value)):
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"prefix_attention='split_triton': the {name}' head dim must be contiguous")
+    chunk_count = chunks.prompts * chunks.per_prompt
+    queries = repeats * group  # a prompt's queries per key/value head
+    part = per_row.new_empty((chunk_count, kv_heads, queries, head_dim))
+    part_lse = torch.empty((chunk_count, kv_heads, queries), dtype=torch.float32, device=per_row.device)
+    suffix = per_row.new_empty((rows, kv_heads, group, head_dim))
+    suffix_lse = torch.empty((rows, kv_heads, group), dtype=torch.float32, device=per_row.device)
+    output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
+    partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
+    block = query_block(queries)  # a suffix needs the first of the blocks (group <= queries)
+    _PARTIALS[(-(-queries // block), chunk_count + rows, kv_heads)](
+        per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
+        *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
+        key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
+        *partial_strides,
+        scale / LN2, chunk_count, chunks.per_prompt, repeats,
+        GROUP=group, POSITIONS=written.positions, BLOCK_M=block, BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
+        num_warps=4 if block <= 64 else 8, num_stages=STAGES,
+    )
+    block = query_block(group)
+    _MERGE[(-(-group // block), rows, kv_heads)](
+        part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
+        GROUP=group, PER_PROMPT=chunks.per_prompt, BLOCK_C=triton.next_power_of_2(chunks.per_prompt), BLOCK_M=block,
+        HEAD_DIM=head_dim, num_warps=4 if block <= 64 else 8,
+    )
+    return output
