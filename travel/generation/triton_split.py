@@ -1,20 +1,23 @@
-"""The shared-prefix decode attention in two Triton kernels: split the prefix's keys, then merge in the suffix's kernel.
+"""The shared-prefix decode attention in two Triton kernels: partial results by chunk and by suffix, then one merge.
 
 `chunked_triton` reads a step's attention with two variable-length calls and merges their parts in torch: it copies
 every chunk's queries out first, and the merges are elementwise kernels of their own, around ten small kernels per
 layer, each a few microseconds, for a read of the prompt's keys that the GPU's bandwidth does in about six at 20
 candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer:
 
-1. `_prefix_partials_kernel`, program (query block, chunk, key/value head): the queries of the chunk's prompt that
-   use that key/value head (its K candidates x the group, read in place from the step's query tensor) attend the
-   chunk's packed prefix keys (`PrefixChunks`); it writes their output normalised over the chunk, in the queries'
-   dtype (as vLLM's split-KV kernel does), and its base-2 log-sum-exp in float32.
-2. `_suffix_merge_kernel`, program (query block, row, key/value head): the row's queries attend its own written
-   suffix columns (`WrittenSuffix`, causal to the written end), then fold in its prompt's chunk partials by their
-   log-sum-exps, and it writes the attention output.
+1. `_partials_kernel`, program (query block, unit, key/value head). A unit is a prefix chunk: the queries of the
+   chunk's prompt that use that key/value head (its K candidates x the group, read in place from the step's query
+   tensor) attend the chunk's packed prefix keys (`PrefixChunks`). Or it is a row's suffix: the row's queries attend
+   its own written columns (`WrittenSuffix`, causal to the written end). Each writes its output normalised over its
+   keys, in the queries' dtype (as vLLM's split-KV kernel does), and the base-2 log-sum-exp in float32.
+2. `_merge_kernel`, program (query block, row, key/value head): the row's suffix part and its prompt's chunk parts
+   under one normaliser, found from their log-sum-exps first; it writes the attention output.
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
-for many alike, and both kernels tile their queries in blocks of 16 to 128 rows, as few as hold them.
+for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
+queries in blocks of 16 to 128 rows, as few as hold them. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms
+per step for 20 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41), 0.56 for one (joint softmax
+1.82, floor 0.22), 3.92 for a MAGRPO buffer of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
 """
