@@ -37,7 +37,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 | --- | ---: | ---: | ---: | ---: | ---: |
 | 20 candidates of a 6,000-token prompt (floor 0.41) | 5.22 | 4.36 | 2.85 | 3.32-3.77 | 1.26 |
 | 1 candidate of it (floor 0.22) | 1.81 | 2.94 | 1.83 | 2.51 | 0.56 |
-| 10 prompts of 7,450 tokens x 4 candidates, a MAGRPO buffer (floor 3.24) | 16.90 | 9.59 | - | 5.88 | 3.92 (2 chunks; 3.60 at 4, an earlier version) |
+| 10 prompts of 7,450 tokens x 4 candidates, a MAGRPO buffer (floor 3.24) | 16.90 | 9.59 | - | 5.88 | 3.55 |
 
 In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms and `split_triton` to 6.39 (one token
 per step); one candidate went from 6.38 (joint softmax) to 5.44 ms. `chunked_triton` took a default MAGRPO buffer's
