@@ -38,35 +38,7 @@ STAGES = 3  # software-pipelined key blocks in flight per program
 if triton is not None:
     import triton.language as tl
 
-    def _attend_keys(q, keys, values, stride_kt, stride_vt, k_count, last_key, scale_log2,
-                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
-        """Queries `q` (BLOCK_M, HEAD_DIM) over `k_count` keys and values from `keys`/`values` (one key/value head,
-        `stride_kt` apart): the online softmax's output normalised over them and its base-2 log-sum-exp (-inf, with
-        a zero output, for a query that sees no key). `CAUSAL` hides the keys past `last_key` (BLOCK_M,)."""
-        d = tl.arange(0, HEAD_DIM)
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-        for n0 in range(0, k_count, BLOCK_N):
-            n = n0 + tl.arange(0, BLOCK_N)
-            in_range = n < k_count
-            k = tl.load(keys + n[None, :].to(tl.int64) * stride_kt + d[:, None], mask=in_range[None, :], other=0.0)
-            scores = (tl.dot(q, k) * scale_log2).to(tl.float32)  # base-2 logits; a compiled caller passes a float64 scale
-            keep = in_range[None, :]
-            if CAUSAL:
-                keep = keep & (n[None, :] <= last_key[:, None])
-            scores = tl.where(keep, scores, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(scores, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a query that has seen no key yet
-            alpha = tl.exp2(m_i - m_safe)
-            p = tl.exp2(scores - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(values + n[:, None].to(tl.int64) * stride_vt + d[None, :], mask=in_range[:, None], other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-        seen = l_i > 0
-        l_safe = tl.where(seen, l_i, 1.0)
-        return acc / l_safe[:, None], tl.where(seen, m_i + tl.log2(l_safe), float("-inf"))
+    from travel.generation.triton_varlen import attend_keys  # the online softmax the kernels below share
 
     def _partials_kernel(
         Q, K, V, SK, SV, PART, PART_LSE, SPART, SPART_LSE, chunk_offsets, lengths,
@@ -87,7 +59,7 @@ if triton is not None:
                         mask=valid[:, None], other=0.0)
             k_start = tl.load(chunk_offsets + unit).to(tl.int64)  # 64-bit: token x stride can pass 2**31
             k_count = tl.load(chunk_offsets + unit + 1) - k_start
-            out, lse = _attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
+            out, lse = attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
                                     stride_kt, stride_vt, k_count, m, scale_log2, False, BLOCK_M, BLOCK_N, HEAD_DIM)
             tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
                      out.to(PART.dtype.element_ty), mask=valid[:, None])
@@ -99,7 +71,7 @@ if triton is not None:
             valid = m < GROUP
             q = tl.load(Q + row * stride_qr + kv_head * stride_qh + m[:, None] * stride_qg + d[None, :], mask=valid[:, None], other=0.0)
             length = tl.load(lengths + row)
-            out, lse = _attend_keys(q, SK + row * stride_skr + kv_head * stride_skh, SV + row * stride_svr + kv_head * stride_svh,
+            out, lse = attend_keys(q, SK + row * stride_skr + kv_head * stride_skh, SV + row * stride_svr + kv_head * stride_svh,
                                     stride_skt, stride_svt, length, length - POSITIONS + m % POSITIONS, scale_log2,
                                     True, BLOCK_M, BLOCK_N, HEAD_DIM)
             tl.store(SPART + row * stride_sr + kv_head * stride_sh + m[:, None] * stride_sg + d[None, :],
@@ -135,7 +107,6 @@ if triton is not None:
         out = OUT + row.to(tl.int64) * stride_or + kv_head * stride_oh + g[:, None] * stride_og + d[None, :]
         tl.store(out, (acc / total[:, None]).to(OUT.dtype.element_ty), mask=valid[:, None])
 
-    _attend_keys = triton.jit(_attend_keys)
     _PARTIALS = triton.jit(_partials_kernel)
     _MERGE = triton.jit(_merge_kernel)
 
