@@ -47,12 +47,15 @@ import torch
 from bench.measure import above_weights, gib, measure, synchronize
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
+from travel.generation.compiled_forward import COMPILED_FORWARD, COMPILED_SELECTED_FORWARD
+from travel.generation.decode_loop import COMPILED_ADVANCE, COMPILED_SELECT
 from travel.generation.model_io import decode_attention
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.task.actions import parse_assignments
 from travel.task.prompts import build_role_prompt
 from travel.task.roles import role_capacity
 
+COMPILED_FUNCTIONS = (COMPILED_FORWARD, COMPILED_SELECTED_FORWARD, COMPILED_SELECT, COMPILED_ADVANCE)
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
 FACTORIES: dict[str, Callable[..., models.LoadedModel]] = {
     "random_qwen3_4b": models.build_random_qwen3_4b,
@@ -345,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         strict_all = strict_all and strict == len(candidates)
         note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens{compile_note}"
+        if "compile" in options:
+            failed = [compiled.purpose for compiled in COMPILED_FUNCTIONS if compiled.failed]
+            note += f"; torch.compile FAILED for {', '.join(failed)}, which ran uncompiled" if failed else ""
         label = backend if not layout else f"{backend}, prompt {layout}"
         label += f", {compute} compute" if compute else ""
         label += f", {compute} weight copy" if weights == "copy" else ""

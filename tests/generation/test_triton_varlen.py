@@ -98,3 +98,27 @@ def test_the_compiled_kernel_on_cuda_matches_the_reference_in_bfloat16(tokens, h
     expected, expected_lse = varlen_reference(query, key, value, q_offsets, k_offsets, tokens, 2500, 128**-0.5, causal, used_keys)
     assert (got.float() - expected.float()).abs().max().item() < 2e-2
     assert (lse - expected_lse).abs().max().item() < 1e-2
+
+
+def called_device_functions(kernel):
+    """(name the caller uses, function) of every Triton function `kernel` calls, transitively."""
+    found, pending = [], [kernel]
+    while pending:
+        caller = pending.pop().fn
+        for name in caller.__code__.co_names:
+            symbol = caller.__globals__.get(name)
+            if callable(getattr(symbol, "fn", None)) and hasattr(symbol, "run"):  # a JIT or interpreted function
+                found.append((name, symbol))
+                pending.append(symbol)
+    return found
+
+
+def test_device_functions_are_defined_under_the_names_their_kernels_call():
+    """torch.compile re-emits a user kernel as source together with the `def`s of the device functions it calls, so
+    a device function bound to another name than its own (`f = triton.jit(_f)`) is undefined in the compiled step."""
+    from travel.generation import triton_split, triton_varlen
+
+    kernels = [triton_varlen._KERNEL, triton_split._PARTIALS, triton_split._MERGE]
+    called = [pair for kernel in kernels for pair in called_device_functions(kernel)]
+    assert {name for name, _ in called} >= {"attend_keys"}
+    assert [(name, function.fn.__name__) for name, function in called] == [(name, name) for name, _ in called]

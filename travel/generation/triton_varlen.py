@@ -53,8 +53,11 @@ def triton_runs(tensor: torch.Tensor) -> bool:
 
 if triton is not None:
 
-    def _attend_keys(q, keys, values, stride_kt, stride_vt, k_count, last_key, scale_log2,
-                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # A device function, inlined into the kernels that call it. It is defined under the name they call it by:
+    # torch.compile re-emits a kernel's source with the `def` of each device function it calls.
+    @triton.jit
+    def attend_keys(q, keys, values, stride_kt, stride_vt, k_count, last_key, scale_log2,
+                    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
         """Queries `q` (BLOCK_M, HEAD_DIM) over `k_count` keys and values from `keys`/`values` (one key/value head,
         `stride_kt` apart): the online softmax's output normalised over them and its base-2 log-sum-exp (-inf, with
         a zero output, for a query that sees no key). `CAUSAL` hides the keys past `last_key` (BLOCK_M,)."""
@@ -112,7 +115,6 @@ if triton is not None:
         tl.store(O + rows[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :], out.to(O.dtype.element_ty), mask=valid[:, None])
         tl.store(LSE + head * stride_lh + rows, lse * 0.6931471805599453, mask=valid)  # base 2 to natural
 
-    attend_keys = triton.jit(_attend_keys)  # a device function: inlined into the kernels that call it
     _KERNEL = triton.jit(_varlen_attention_kernel)
     _INTERPRETING = not isinstance(_KERNEL, triton.JITFunction)  # triton.jit gave the interpreter's function
 
