@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated StructuredDecoder step backends to time (eager, static, cuda_graph); a static "
         "backend with ':repeated' keeps the prompt's keys once per candidate instead of once (e.g. "
         "cuda_graph:repeated), with ':shared' once even for a single candidate; a third part sets the compute dtype (cuda_graph:shared:bfloat16) and a fourth decodes over a weight copy in "
-        "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy); '+jump' feeds whole forced runs "
+        "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy) or a copy with fused projections "
+        "(cuda_graph:shared::fused, hardware.decode_weights=fused); '+jump' feeds whole forced runs "
         "(generation.jump_forced, e.g. cuda_graph:shared+jump) and '+compile' runs the forward through torch.compile "
         "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto)",
@@ -354,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         label = backend if not layout else f"{backend}, prompt {layout}"
         label += f", {compute} compute" if compute else ""
         label += f", {compute} weight copy" if weights == "copy" else ""
+        label += ", fused q/k/v and gate/up weights" if weights == "fused" else ""
         label += ", forced runs in one step" if "jump" in options else ""
         label += ", compiled forward" if "compile" in options else ""
         if kernels != ["auto"]:  # an explicit prefix kernel (+flex, +joint_softmax)

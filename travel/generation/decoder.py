@@ -25,6 +25,7 @@ import torch
 from travel.agents.models import resolve_dtype
 from travel.generation.decode_loop import decode_loop, jump_width
 from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
+from travel.generation.fused_projections import decoder_layers
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     EagerDecodeStep,
@@ -85,7 +86,9 @@ class StructuredDecoder:
         slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap.
         `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype.
         `decode_weights`: `master` decodes over the model's own weights (under that autocast), `copy` over a copy
-        in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py).
+        in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py), `fused` over
+        such a copy (in the weights' dtype without `compute_dtype`) whose layers read their q/k/v and their gate/up
+        projections as one matrix each (travel/generation/fused_projections.py).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
@@ -131,7 +134,12 @@ class StructuredDecoder:
         self.compile_decode = bool(compile_decode)
         self.prefix_attention = prefix_attention
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
-        self._weights = DecodeWeights(resolve_dtype(compute_dtype)) if decode_weights == "copy" else None
+        self._weights = None
+        if decode_weights != "master":
+            dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
+            self._weights = DecodeWeights(dtype, fuse=decode_weights == "fused")
+        if decode_weights == "fused":
+            decoder_layers(model)  # a model whose layers cannot be fused fails here, not at its first decode
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)

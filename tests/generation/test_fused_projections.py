@@ -1,0 +1,108 @@
+"""hardware.decode_weights=fused (travel/generation/fused_projections.py): a decode copy whose layers read q/k/v and
+gate/up as one matrix each computes the model's logits, decodes what the model decodes in every step kind, and
+follows the master weights; a model whose layers it cannot fuse is refused by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.generation.conftest import short_request
+from travel.agents.models import build_offline_tokenizer, build_tiny_random
+from travel.generation import StructuredDecoder
+from travel.generation.decode_weights import DecodeWeights
+from travel.generation.fused_projections import FusedAttention, FusedMLP
+
+SETTINGS = {"max_new_tokens": 160, "max_value_tokens": 4, "temperature": 0.9, "top_p": 0.9}
+
+
+def tiny_family_model(family: str, seed: int = 4):
+    """A 2-layer model of `family` with seeded weights: `qwen3` (per-head q/k norms), `llama` (none), `qwen2`
+    (q/k/v biases) and `llama_bias` (biases on every projection, the MLP's too)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    if family == "qwen3":
+        return build_tiny_random(seed=seed).model
+    shape = {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512}
+    if family == "qwen2":
+        config, model_class = Qwen2Config(**shape), Qwen2ForCausalLM
+    else:
+        config = LlamaConfig(**shape, attention_bias=family == "llama_bias", mlp_bias=family == "llama_bias")
+        model_class = LlamaForCausalLM
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():  # nonzero biases, so that a bias read from the wrong part shows
+            parameter.add_(torch.randn_like(parameter) * 0.02)
+    return model
+
+
+@pytest.mark.parametrize("family", ["qwen3", "llama", "qwen2", "llama_bias"])
+def test_the_fused_copy_computes_the_models_logits(family):
+    model = tiny_family_model(family)
+    fused = DecodeWeights(None, fuse=True).refreshed(model)
+    layer = fused.model.layers[0]
+    assert isinstance(layer.self_attn, FusedAttention) and isinstance(layer.mlp, FusedMLP)
+    ids = torch.randint(0, 200, (3, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, got = model(input_ids=ids).logits, fused(input_ids=ids).logits
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def outputs(decoder, requests, greedy):
+    groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
+    return [(c.text, c.token_ids.tolist(), c.value_mask.tolist(), round(c.logprob, 4)) for group in groups for c in group]
+
+
+@pytest.mark.parametrize(
+    "step,greedy",
+    [(step, greedy) for step in ("eager", "static", "jump") for greedy in (True, False)] + [("compiled", False)],
+)
+def test_decoding_over_the_fused_copy_equals_decoding_the_model(step, greedy):
+    tiny = build_tiny_random(seed=3)
+    requests = [short_request(tiny.tokenizer, agent, 3) for agent in (0, 1)]
+    kind = {"step_backend": "eager" if step == "eager" else "static", "jump_forced": step == "jump"}
+    fused = StructuredDecoder(
+        tiny.model, tiny.tokenizer, decode_weights="fused", compile_decode=step == "compiled", **kind, **SETTINGS
+    )
+    plain = StructuredDecoder(tiny.model, tiny.tokenizer, **kind, **SETTINGS)
+    assert outputs(fused, requests, greedy) == outputs(plain, requests, greedy)
+
+
+def test_the_fused_copy_follows_every_change_of_the_master_weights():
+    tiny = build_tiny_random(seed=3)
+    requests = [short_request(tiny.tokenizer, 1, 3)]
+    fused = StructuredDecoder(tiny.model, tiny.tokenizer, decode_weights="fused", **SETTINGS)
+    before = outputs(fused, requests, greedy=True)
+    optimizer = torch.optim.SGD(tiny.model.parameters(), lr=1.0)
+    with torch.no_grad():
+        for parameter in tiny.model.parameters():
+            parameter.grad = torch.randn_like(parameter) * 0.05
+    optimizer.step()
+    after = outputs(fused, requests, greedy=True)
+    assert after != before
+    assert after == outputs(StructuredDecoder(tiny.model, tiny.tokenizer, **SETTINGS), requests, greedy=True)
+
+
+def test_the_fused_copy_in_the_compute_dtype_reads_each_projection_from_its_matrix():
+    tiny = build_tiny_random(seed=3)
+    fused = DecodeWeights(torch.bfloat16, fuse=True).refreshed(tiny.model)
+    master = tiny.model.model.layers[1]
+    attention, mlp = fused.model.layers[1].self_attn, fused.model.layers[1].mlp
+    expected_qkv = torch.cat([master.self_attn.q_proj.weight, master.self_attn.k_proj.weight, master.self_attn.v_proj.weight])
+    assert attention.qkv_weight.dtype == torch.bfloat16
+    assert torch.equal(attention.qkv_weight, expected_qkv.to(torch.bfloat16))
+    assert torch.equal(mlp.gate_up_weight, torch.cat([master.mlp.gate_proj.weight, master.mlp.up_proj.weight]).to(torch.bfloat16))
+    assert all(p.dtype == torch.float32 and p.requires_grad for p in tiny.model.parameters())
+
+
+def test_a_model_whose_layers_cannot_be_fused_is_refused_by_the_option():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = build_offline_tokenizer()
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer) + 64, n_embd=32, n_layer=1, n_head=2))
+    with pytest.raises(ValueError, match="hardware.decode_weights=fused: GPT2LMHeadModel has no model.layers"):
+        StructuredDecoder(model, tokenizer, decode_weights="fused", **SETTINGS)
