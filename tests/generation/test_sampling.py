@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from travel.generation.sampling import (
+    blocked_argmax,
     blocked_cumsum,
     ensure_legal,
     greedy_choice,
@@ -70,6 +71,22 @@ def test_the_blocked_cumsum_is_the_cumulative_sum(width):
     x = torch.rand(3, width, dtype=torch.float64, generator=torch.Generator().manual_seed(width))
     assert torch.allclose(blocked_cumsum(x), x.cumsum(dim=-1), rtol=1e-12, atol=1e-12)
     assert torch.allclose(blocked_cumsum(x, block=7), x.cumsum(dim=-1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("width", [1, 5, 256, 257, 1000, 151_936])
+def test_the_blocked_argmax_is_the_first_maximum(width):
+    generator = torch.Generator().manual_seed(width)
+    spread = torch.randn(4, width, generator=generator)
+    ties = torch.randint(0, 3, (4, width), generator=generator).float()  # many equal maxima, some across blocks
+    masked = spread.masked_fill(torch.rand(4, width, generator=generator) < 0.9, float("-inf"))
+    masked[0] = float("-inf")  # a row with no finite score
+    with_nan = spread.clone()
+    with_nan[1, width // 2] = float("nan")
+    legal = torch.rand(4, width, generator=generator) < 0.01
+    legal[2] = False
+    for x in (spread, ties, masked, with_nan, legal.to(torch.uint8)):
+        for block in (256, 7):
+            assert torch.equal(blocked_argmax(x, block), torch.argmax(x, dim=-1)), (x.dtype, block)
 
 
 def test_seeded_uniforms_with_held_token_keys_equal_those_computed_in_the_call():

@@ -19,9 +19,27 @@ def masked_logits(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(~legal, float("-inf"))
 
 
+ARGMAX_BLOCK = 256  # tokens per block of the blocked argmax
+
+
+def blocked_argmax(x: torch.Tensor, block: int = ARGMAX_BLOCK) -> torch.Tensor:
+    """`x.argmax(-1)` of a (rows, width) tensor, the first maximum, as a maximum within blocks of `block` and an
+    argmax over the blocks' maxima.
+
+    TorchInductor reduces an argmax in one program per row: over a 151,936-token row that took 0.10 ms on an H200
+    whether at 1 row or 20, where reading the row takes about a microsecond. The first block holding the maximum
+    holds its first occurrence, so the two-level argmax is the same index, ties and all."""
+    width = x.shape[-1]
+    lowest = float("-inf") if x.is_floating_point() else torch.iinfo(x.dtype).min
+    blocks = torch.nn.functional.pad(x, (0, -width % block), value=lowest).unflatten(-1, (-1, block))
+    maxima, within = blocks.max(dim=-1)
+    chosen = maxima.argmax(dim=-1)
+    return chosen * block + within.gather(-1, chosen[:, None]).squeeze(-1)
+
+
 def greedy_choice(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     """(rows,) argmax over legal tokens, lowest id among equal maxima."""
-    return torch.argmax(masked_logits(logits, legal), dim=-1)
+    return blocked_argmax(masked_logits(logits, legal))
 
 
 SCAN_BLOCK = 128  # tokens per block of the nucleus's cumulative sum
@@ -106,7 +124,7 @@ def nucleus_scores(logits: torch.Tensor, legal: torch.Tensor, temperature: float
 
 def gumbel_choice(scores: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """(rows,) the Gumbel-max draw from `scores` with the (rows, vocab) `uniforms`."""
-    return torch.argmax(scores - torch.log(-torch.log(uniforms)), dim=-1)
+    return blocked_argmax(scores - torch.log(-torch.log(uniforms)))
 
 
 def sample_choice(
@@ -131,7 +149,7 @@ def sample_choice(
 def ensure_legal(chosen: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     """`chosen`, except that a row whose choice is not legal (NaN logits) takes its lowest legal id."""
     is_legal = legal.gather(1, chosen[:, None]).squeeze(1)
-    return torch.where(is_legal, chosen, torch.argmax(legal.to(torch.uint8), dim=-1))
+    return torch.where(is_legal, chosen, blocked_argmax(legal.to(torch.uint8)))
 
 
 def validate_sampling(temperature: float, top_p: float) -> None:
