@@ -44,10 +44,13 @@ def test_decoding_over_the_copy_equals_decoding_the_model_converted_to_bf16(step
     assert all(p.dtype == torch.float32 and p.requires_grad for p in tiny.model.parameters())
 
 
-def test_the_copy_follows_every_change_of_the_master_weights_and_their_storage():
+@pytest.mark.parametrize("decode_weights", ["copy", "fused"])
+def test_the_copy_follows_every_change_of_the_master_weights_and_their_storage(decode_weights):
     tiny = build_tiny_random(seed=3)
     requests = [short_request(tiny.tokenizer, 1, 3)]
-    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, compute_dtype="bfloat16", decode_weights="copy", **SETTINGS)
+    decoder = StructuredDecoder(
+        tiny.model, tiny.tokenizer, compute_dtype="bfloat16", decode_weights=decode_weights, **SETTINGS
+    )
     before = outputs(decoder, requests, greedy=True)
     optimizer = torch.optim.SGD(tiny.model.parameters(), lr=1.0)
     with torch.no_grad():
