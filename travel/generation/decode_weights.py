@@ -58,10 +58,9 @@ class DecodeWeights:
         fused = FusedStorage.of(model, self.dtype) if self.fuse else None
         memo: dict[int, Any] = {} if fused is None else dict(fused.views)  # fused projections: views into their matrix
         for parameter in model.parameters():  # tied weights are one parameter, so they stay tied
-            memo.setdefault(id(parameter), torch.nn.Parameter(
-                torch.empty_like(parameter, dtype=self.dtype if parameter.is_floating_point() and self.dtype else parameter.dtype),
-                requires_grad=False,
-            ))
+            if id(parameter) not in memo:
+                dtype = self.dtype if parameter.is_floating_point() and self.dtype is not None else parameter.dtype
+                memo[id(parameter)] = torch.nn.Parameter(torch.empty_like(parameter, dtype=dtype), requires_grad=False)
         for buffer in model.buffers():
             memo[id(buffer)] = buffer
         clone = copy.deepcopy(model, memo)
