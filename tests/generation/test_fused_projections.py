@@ -55,7 +55,9 @@ def test_the_fused_copy_computes_the_models_logits(family):
 
 def outputs(decoder, requests, greedy):
     groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
-    return [(c.text, c.token_ids.tolist(), c.value_mask.tolist(), round(c.logprob, 4)) for group in groups for c in group]
+    return [
+        (c.text, c.token_ids.tolist(), c.value_mask.tolist(), round(c.logprob, 4)) for group in groups for c in group
+    ]
 
 
 @pytest.mark.parametrize(
@@ -76,13 +78,33 @@ def test_decoding_over_the_fused_copy_equals_decoding_the_model(step, greedy):
 def test_the_fused_copy_in_the_compute_dtype_reads_each_projection_from_its_matrix():
     tiny = build_tiny_random(seed=3)
     fused = DecodeWeights(torch.bfloat16, fuse=True).refreshed(tiny.model)
-    master = tiny.model.model.layers[1]
-    attention, mlp = fused.model.layers[1].self_attn, fused.model.layers[1].mlp
-    expected_qkv = torch.cat([master.self_attn.q_proj.weight, master.self_attn.k_proj.weight, master.self_attn.v_proj.weight])
-    assert attention.qkv_weight.dtype == torch.bfloat16
-    assert torch.equal(attention.qkv_weight, expected_qkv.to(torch.bfloat16))
-    assert torch.equal(mlp.gate_up_weight, torch.cat([master.mlp.gate_proj.weight, master.mlp.up_proj.weight]).to(torch.bfloat16))
+    master, layer = tiny.model.model.layers[1], fused.model.layers[1]
+    qkv = [getattr(master.self_attn, name).weight for name in ("q_proj", "k_proj", "v_proj")]
+    gate_up = [master.mlp.gate_proj.weight, master.mlp.up_proj.weight]
+    assert layer.self_attn.qkv_weight.dtype == torch.bfloat16
+    assert torch.equal(layer.self_attn.qkv_weight, torch.cat(qkv).to(torch.bfloat16))
+    assert torch.equal(layer.mlp.gate_up_weight, torch.cat(gate_up).to(torch.bfloat16))
     assert all(p.dtype == torch.float32 and p.requires_grad for p in tiny.model.parameters())
+
+
+def test_a_copy_in_the_weights_own_dtype_holds_the_fused_matrices_alone_and_follows_replaced_parameters():
+    tiny = build_tiny_random(seed=3)
+    weights = DecodeWeights(None, fuse=True)
+    fused = weights.refreshed(tiny.model)
+    master = tiny.model.model.layers[0]
+    assert fused.model.embed_tokens.weight is tiny.model.model.embed_tokens.weight
+    assert fused.model.layers[0].self_attn.attention.o_proj.weight is master.self_attn.o_proj.weight
+    assert fused.model.layers[0].mlp.mlp.down_proj.weight is master.mlp.down_proj.weight
+    own = {id(buffer) for buffer in fused.buffers()} - {id(buffer) for buffer in tiny.model.buffers()}
+    assert len(own) == 2 * len(tiny.model.model.layers)  # qkv and gate_up weights: the projections have no bias
+    requests = [short_request(tiny.tokenizer, 1, 3)]
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, decode_weights="fused", **SETTINGS)
+    before = outputs(decoder, requests, greedy=True)
+    with torch.no_grad():  # a new parameter object, not new storage: the copy must not keep reading the old one
+        master.self_attn.o_proj.weight = torch.nn.Parameter(master.self_attn.o_proj.weight.flip(0).clone())
+    after = outputs(decoder, requests, greedy=True)
+    assert after != before
+    assert after == outputs(StructuredDecoder(tiny.model, tiny.tokenizer, **SETTINGS), requests, greedy=True)
 
 
 def test_a_model_whose_layers_cannot_be_fused_is_refused_by_the_option():

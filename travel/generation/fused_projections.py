@@ -101,15 +101,16 @@ class FusedAttention(torch.nn.Module):
         self.rotate, self.eager_attention = modeling.apply_rotary_pos_emb, modeling.eager_attention_forward
         self.attention_functions = modeling.ALL_ATTENTION_FUNCTIONS  # the registry the wrapped module reads
 
-    def forward(self, hidden_states: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any):
+    def forward(
+        self, hidden_states: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any
+    ):
         attention = self.attention
         cache = kwargs.pop("cache", None)  # transformers 5 names it `cache`, earlier versions `past_key_values`
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, attention.head_dim)
-        query, key, value = (
-            part.view(hidden_shape) for part in F.linear(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
-        )
+        parts = F.linear(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
+        query, key, value = (part.view(hidden_shape) for part in parts)
         if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
             query, key = attention.q_norm(query), attention.k_norm(key)
         query, key, value = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
@@ -118,7 +119,8 @@ class FusedAttention(torch.nn.Module):
         if cache is not None:
             key, value = cache.update(key, value, attention.layer_idx)
         implementation = attention.config._attn_implementation
-        interface = self.eager_attention if implementation in (None, "eager") else self.attention_functions[implementation]
+        eager = implementation in (None, "eager")
+        interface = self.eager_attention if eager else self.attention_functions[implementation]
         if getattr(attention, "sliding_window", None) is not None:
             kwargs["sliding_window"] = attention.sliding_window
         output, weights = interface(
