@@ -41,7 +41,8 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 
 In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms and `split_triton` to 6.39 (one token
 per step); one candidate went from 6.38 (joint softmax) to 5.44 ms. `chunked_triton` took a default MAGRPO buffer's
-generation and reward from 0.545 to 0.388 s per env step (bench/train_step.py; `split_triton` not measured there).
+generation and reward from 0.545 to 0.388 s per env step (bench/train_step.py), and `split_triton`, on another
+lease, to 0.385 s.
 FlexAttention (737 ms at 20 candidates) stays an explicit choice.
 """
 
