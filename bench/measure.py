@@ -54,3 +54,29 @@ def profile_call(device: torch.device, run: Callable[[], Any], row_limit: int = 
     kernels = sum(event.self_device_time_total for event in events) / 1e6
     print(events.table(sort_by="self_device_time_total" if device.type == "cuda" else "self_cpu_time_total", row_limit=row_limit))
     return wall, kernels
+
+
+def time_step(device: torch.device, step, repeat: int) -> float:
+    """ms per call of `step`: replays of its CUDA graph on a GPU, plain calls elsewhere."""
+    if device.type != "cuda":
+        started = time.perf_counter()
+        for _ in range(repeat):
+            step()
+        return (time.perf_counter() - started) * 1e3 / repeat
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+        with torch.cuda.graph(graph, stream=stream):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeat):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeat

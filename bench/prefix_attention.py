@@ -25,6 +25,7 @@ if __package__ in (None, ""):
 import torch
 
 from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS, to_prompts, to_rows
+from bench.measure import time_step
 from travel.generation.prefix_packing import WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 
 
@@ -124,32 +125,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {label} | {ms:.3f} | {ms / floor_ms:.2f} | {error:.2e} | {first:.1f} |", flush=True)
         del inputs_of
     return 0
-
-
-def time_step(device: torch.device, step, repeat: int) -> float:
-    """ms per call of `step`: replays of its CUDA graph on a GPU, plain calls elsewhere."""
-    if device.type != "cuda":
-        started = time.perf_counter()
-        for _ in range(repeat):
-            step()
-        return (time.perf_counter() - started) * 1e3 / repeat
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()
-        with torch.cuda.graph(graph, stream=stream):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / repeat
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from travel.agents.models import build_offline_tokenizer, build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.decode_weights import DecodeWeights
 from travel.generation.fused_projections import FusedAttention, FusedMLP
+from travel.generation.shared_prefix import shared_prefix_supported
 
 SETTINGS = {"max_new_tokens": 160, "max_value_tokens": 4, "temperature": 0.9, "top_p": 0.9}
 
@@ -68,11 +69,19 @@ def test_decoding_over_the_fused_copy_equals_decoding_the_model(step, greedy):
     tiny = build_tiny_random(seed=3)
     requests = [short_request(tiny.tokenizer, agent, 3) for agent in (0, 1)]
     kind = {"step_backend": "eager" if step == "eager" else "static", "jump_forced": step == "jump"}
+    if step != "eager":  # the shared-prefix step, which finds each layer's prefix by the fused attention's layer_idx
+        kind["share_prompt_cache"] = "always"
     fused = StructuredDecoder(
         tiny.model, tiny.tokenizer, decode_weights="fused", compile_decode=step == "compiled", **kind, **SETTINGS
     )
     plain = StructuredDecoder(tiny.model, tiny.tokenizer, **kind, **SETTINGS)
     assert outputs(fused, requests, greedy) == outputs(plain, requests, greedy)
+
+
+def test_the_fused_copy_shares_the_prompts_cache_as_the_model_does():
+    tiny = build_tiny_random(seed=3)
+    assert shared_prefix_supported(tiny.model)
+    assert shared_prefix_supported(DecodeWeights(None, fuse=True).refreshed(tiny.model))
 
 
 def test_the_fused_copy_in_the_compute_dtype_reads_each_projection_from_its_matrix():

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tests.generation.conftest import assert_strict_action, short_request
+from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.static_step import (
     GROUPED_DECODE_ATTENTION,
@@ -115,6 +116,16 @@ def test_attention_implementation_is_restored_when_decoding_fails(tiny, monkeypa
         decoder.generate([short_request(tiny.tokenizer, 1, 3)], candidates, seeds=[1])
     assert tiny.model.config._attn_implementation == "sdpa"
     assert shared_prefix._ACTIVE is None
+
+
+def test_always_sharing_the_prompt_refuses_a_model_whose_layers_cannot_find_their_prefix():
+    own = build_tiny_random(seed=2)  # changed below: not the session's model
+    for name, module in own.model.named_modules():
+        if name.endswith("self_attn"):
+            del module.layer_idx
+    decoder = StructuredDecoder(own.model, own.tokenizer, max_new_tokens=150, step_backend="static", share_prompt_cache="always")
+    with pytest.raises(ValueError, match="share_prompt_cache=always: .* layer_idx"):
+        decoder.generate([short_request(own.tokenizer, 1, 3)], 2, seeds=[1])
 
 
 def test_unknown_prompt_cache_sharing_is_refused(tiny):

@@ -80,8 +80,9 @@ class StructuredDecoder:
         `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and
         `eager` elsewhere. Models whose cache or attention the static step does not support run eager.
         `share_prompt_cache`: whether static steps keep each prompt's keys once for all its candidates
-        (travel/generation/shared_prefix.py) instead of once per candidate: `auto` and `always` (where the
-        model supports it, for any number of candidates: it is the faster step even for one), or `never`.
+        (travel/generation/shared_prefix.py) instead of once per candidate: `auto` where the model supports it
+        (for any number of candidates: it is the faster step even for one), `always` (an error where it does not),
+        or `never`.
         `values`: `free` text within the JSON string rules, or `catalog`: each value is one of the values its
         slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap.
         `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype.
@@ -315,6 +316,11 @@ class StructuredDecoder:
         # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
         sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(model)
+        if static is not None and self.share_prompt_cache == "always" and not shared:
+            raise ValueError(
+                f"share_prompt_cache=always: {type(model).__name__}'s attention modules do not say their layer_idx, "
+                "which the shared-prefix step finds each layer's prefix by (use auto or never)"
+            )
         jump = static is not None and self.jump_forced
         width = jump_width(plans) if jump else 1
         spare = width if jump else 0  # room for a jump step's padding positions

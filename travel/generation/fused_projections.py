@@ -94,6 +94,8 @@ class FusedAttention(torch.nn.Module):
     def __init__(self, attention: Any, fused: FusedMatrix):
         super().__init__()
         self.attention = attention
+        if hasattr(attention, "layer_idx"):  # what the shared-prefix step finds a layer's prefix by
+            self.layer_idx = attention.layer_idx
         self.register_buffer("qkv_weight", fused.weight, persistent=False)
         self.register_buffer("qkv_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes

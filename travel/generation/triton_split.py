@@ -46,12 +46,13 @@ if triton is not None:
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
         scale_log2, chunk_count, per_prompt, repeats,
-        GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+        GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, SUFFIX_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        HEAD_DIM: tl.constexpr,
     ):
         block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        m = block * BLOCK_M + tl.arange(0, BLOCK_M)
         d = tl.arange(0, HEAD_DIM)
         if unit < chunk_count:
+            m = block * BLOCK_M + tl.arange(0, BLOCK_M)
             # a prefix chunk: query m of its prompt is row prompt x repeats + m // GROUP, group entry m % GROUP
             valid = m < repeats * GROUP
             row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
@@ -64,16 +65,18 @@ if triton is not None:
             tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
                      out.to(PART.dtype.element_ty), mask=valid[:, None])
             tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
-        elif block * BLOCK_M < GROUP:
-            # a row's suffix: group entry m is query head m // POSITIONS at new position m % POSITIONS, which sees the
-            # row's written columns up to its own (causal, aligned to the written end)
+        elif block * SUFFIX_M < GROUP:
+            # a row's suffix, in tiles of its own size (SUFFIX_M, at most BLOCK_M): group entry m is query head m // POSITIONS
+            # at new position m % POSITIONS, which sees the row's written columns up to its own (causal, aligned to the
+            # written end)
+            m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
             row = (unit - chunk_count).to(tl.int64)
             valid = m < GROUP
             q = tl.load(Q + row * stride_qr + kv_head * stride_qh + m[:, None] * stride_qg + d[None, :], mask=valid[:, None], other=0.0)
             length = tl.load(lengths + row)
             out, lse = attend_keys(q, SK + row * stride_skr + kv_head * stride_skh, SV + row * stride_svr + kv_head * stride_svh,
                                     stride_skt, stride_svt, length, length - POSITIONS + m % POSITIONS, scale_log2,
-                                    True, BLOCK_M, BLOCK_N, HEAD_DIM)
+                                    True, SUFFIX_M, BLOCK_N, HEAD_DIM)
             tl.store(SPART + row * stride_sr + kv_head * stride_sh + m[:, None] * stride_sg + d[None, :],
                      out.to(SPART.dtype.element_ty), mask=valid[:, None])
             tl.store(SPART_LSE + row * stride_tr + kv_head * stride_th + m, lse, mask=valid)
@@ -145,14 +148,14 @@ def split_triton_attention(
     suffix_lse = torch.empty((rows, kv_heads, group), dtype=torch.float32, device=per_row.device)
     output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
-    block = query_block(queries)  # a suffix needs the first of the blocks (group <= queries)
+    block = query_block(queries)
     _PARTIALS[(-(-queries // block), chunk_count + rows, kv_heads)](
         per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
         scale / LN2, chunk_count, chunks.per_prompt, repeats,
-        GROUP=group, POSITIONS=written.positions, BLOCK_M=block, BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
+        GROUP=group, POSITIONS=written.positions, BLOCK_M=block, SUFFIX_M=query_block(group), BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
         num_warps=4 if block <= 64 else 8, num_stages=STAGES,
     )
     block = query_block(group)
