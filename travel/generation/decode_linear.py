@@ -80,12 +80,13 @@ if triton is not None:
 
 
 def skinny_runs(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether `decode_linear` runs the kernel: at most `MAX_ROWS` rows, half precision on a GPU (or Triton's
+    """Whether `decode_linear` runs the kernel: at most `MAX_ROWS` rows, in half precision on a GPU (or in Triton's
     interpreter), the inner dimension contiguous in both."""
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return (
         triton is not None
         and 0 < rows <= MAX_ROWS
+        and x.dtype in (torch.float16, torch.bfloat16)
         and triton_runs(x)
         and x.dtype == weight.dtype
         and weight.dim() == 2
