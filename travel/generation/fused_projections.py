@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from travel.generation.decode_linear import decode_linear
+import torch.nn.functional as F
 
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
@@ -112,7 +111,7 @@ class FusedAttention(torch.nn.Module):
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, attention.head_dim)
-        parts = decode_linear(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
+        parts = F.linear(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
         query, key, value = (part.view(hidden_shape) for part in parts)
         if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
             query, key = attention.q_norm(query), attention.k_norm(key)
@@ -130,8 +129,7 @@ class FusedAttention(torch.nn.Module):
             attention, query, key, value, attention_mask,
             dropout=0.0 if not attention.training else attention.attention_dropout, scaling=attention.scaling, **kwargs,
         )
-        output = output.reshape(*input_shape, -1).contiguous()
-        return decode_linear(output, attention.o_proj.weight, attention.o_proj.bias), weights
+        return attention.o_proj(output.reshape(*input_shape, -1).contiguous()), weights
 
 
 class FusedMLP(torch.nn.Module):
@@ -145,9 +143,8 @@ class FusedMLP(torch.nn.Module):
         self.sizes = fused.sizes
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        gate, up = decode_linear(hidden_states, self.gate_up_weight, self.gate_up_bias).split(self.sizes, -1)
-        down = self.mlp.down_proj
-        return decode_linear(self.mlp.act_fn(gate) * up, down.weight, down.bias)
+        gate, up = F.linear(hidden_states, self.gate_up_weight, self.gate_up_bias).split(self.sizes, -1)
+        return self.mlp.down_proj(self.mlp.act_fn(gate) * up)
 
 
 def install(model: Any, storage: FusedStorage) -> None:
