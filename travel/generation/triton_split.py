@@ -15,8 +15,9 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
-queries in blocks of 16 to 128 rows, as few as hold them. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms
-per step for 20 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41), 0.56 for one (joint softmax
+queries in blocks of 16 to 128 rows, as few as hold them: a chunk's queries (K candidates x the group) and a row's
+suffix queries (the group) each in a tile of their own size. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms
+(1.11 with the suffix's own tile) per step for 20 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41), 0.56 for one (joint softmax
 1.82, floor 0.22), 3.55 for a MAGRPO buffer of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
