@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
 
 KERNEL_KINDS = (  # what a kernel's name says it does, first match wins (cuBLAS and FlashAttention both use CUTLASS)
     ("attention", ("_partials_kernel", "_merge_kernel", "flash", "fmha", "attention")),
-    ("weight matmuls", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "_skinny_kernel", "splitkreduce")),
+    ("weight matmuls", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "splitkreduce")),
     ("vocabulary sort", ("sort", "radix")),
 )
 
@@ -446,6 +446,7 @@ def profile_decode(decoder: StructuredDecoder, request: DecodeRequest, candidate
         f"per step ({summary['gpu_busy']:.0%} busy; the profiler itself adds host time)"
     )
     return summary
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

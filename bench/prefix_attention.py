@@ -24,8 +24,8 @@ if __package__ in (None, ""):
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS, to_prompts, to_rows
 from bench.measure import time_step
+from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS, to_prompts, to_rows
 from travel.generation.prefix_packing import WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 
 

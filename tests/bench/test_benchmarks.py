@@ -183,3 +183,15 @@ def test_a_prefix_attention_variant_sets_both_decoders_and_asks_for_a_warm_up():
     train_step.apply_variant(layout, train_step.parse_variant("prefix_attention=chunked_triton"))
     assert [actor.decoder.prefix_attention for actor in actors] == ["chunked_triton", "chunked_triton"]
     assert train_step.compiled_shape(layout) != before  # the decode step compiles again: the variant warms up
+
+
+def test_the_profile_groups_kernels_by_what_their_names_say():
+    kinds = {
+        "fmha_cutlassF_bf16_aligned_64x128_rf_sm80(PyTorchMemEffAttention)": "attention",  # CUTLASS, but attention
+        "_partials_kernel": "attention",
+        "nvjet_sm90_tst_192x8_64x8_4x1_v_bz_TNT": "weight matmuls",
+        "void cublasLt::splitKreduce_kernel<32, 16, int, float>": "weight matmuls",
+        "void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortOnesweepKernel": "vocabulary sort",
+        "triton_poi_fused__unsafe_view_mul_silu_split_with_sizes_0": "other (fused elementwise, reductions)",
+    }
+    assert {name: generation.kernel_kind(name) for name in kinds} == kinds

@@ -149,7 +149,7 @@ def split_triton_attention(
     suffix_lse = torch.empty((rows, kv_heads, group), dtype=torch.float32, device=per_row.device)
     output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
-    block = query_block(queries)
+    block = query_block(queries)  # its blocks hold a suffix's tiles too (group <= queries)
     _PARTIALS[(-(-queries // block), chunk_count + rows, kv_heads)](
         per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
