@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     if args.profile:
         run = lambda: run_loop(settings, plans, args.rows, args.draw, device, args.seed)  # noqa: E731
-        wall, kernels = profile_call(device, run)
+        wall, kernels = profile_call(device, run, args.steps)
         print(f"profiled: {1000 * wall / args.steps:.3f} ms per step wall, {1000 * kernels / args.steps:.3f} ms of kernels")
     return 0 if all(torch.equal(tokens, decoded[False]) for tokens in decoded.values()) else 1
 

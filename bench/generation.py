@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch
 
-from bench.measure import above_weights, gib, measure, synchronize
+from bench.measure import above_weights, gib, measure, profile_call
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
 from travel.generation.compiled_forward import COMPILED_FORWARD, COMPILED_SELECTED_FORWARD
@@ -400,53 +400,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if strict_all else 1
 
 
-KERNEL_KINDS = (  # what a kernel's name says it does, first match wins (cuBLAS and FlashAttention both use CUTLASS)
-    ("attention", ("_partials_kernel", "_merge_kernel", "flash", "fmha", "attention")),
-    ("weight matmuls", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "splitkreduce")),
-    ("vocabulary sort", ("sort", "radix")),
-)
-
-
-def kernel_kind(name: str) -> str:
-    lowered = name.lower()
-    return next((kind for kind, marks in KERNEL_KINDS if any(mark in lowered for mark in marks)), "other (fused elementwise, reductions)")
-
-
 def profile_decode(decoder: StructuredDecoder, request: DecodeRequest, candidates: int, seed: int, device: torch.device, steps: int):
     """Per decode step: wall ms, GPU kernel ms and the GPU's busy share, for one profiled run; prints the top
     operators by their own time (GPU kernels on CUDA, CPU elsewhere) and the kernel time by kind."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    synchronize(device)
-    started = time.perf_counter()
-    with profile(activities=activities) as profiler:
-        decoder.generate([request], candidates, seeds=[seed])
-        synchronize(device)
-    wall_ms = (time.perf_counter() - started) * 1000 / steps
-    events = profiler.key_averages()
-    kernels = [event for event in events if event.device_type == DeviceType.CUDA]  # an operator's own row repeats them
-    kernel_ms = sum(event.self_device_time_total for event in kernels) / 1000 / steps
-    sort_key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    print(events.table(sort_by=sort_key, row_limit=30))
-    if kernels:
-        by_kind: dict[str, list[float]] = {}
-        for event in kernels:
-            totals = by_kind.setdefault(kernel_kind(event.key), [0.0, 0])
-            totals[0] += event.self_device_time_total / 1000 / steps
-            totals[1] += event.count / steps
-        print("| kernels | ms / step | launches / step |")
-        print("| --- | ---: | ---: |")
-        for kind, (ms, launches) in sorted(by_kind.items(), key=lambda item: -item[1][0]):
-            print(f"| {kind} | {ms:.3f} | {launches:.0f} |")
+    wall, kernels = profile_call(device, lambda: decoder.generate([request], candidates, seeds=[seed]), steps)
+    wall_ms, kernel_ms = wall * 1000 / steps, kernels * 1000 / steps
     summary = {"wall_ms_per_step": wall_ms, "kernel_ms_per_step": kernel_ms, "gpu_busy": kernel_ms / wall_ms}
     print(
         f"profiled run ({candidates} candidates): {wall_ms:.2f} ms per step, {kernel_ms:.2f} ms of GPU kernels "
         f"per step ({summary['gpu_busy']:.0%} busy; the profiler itself adds host time)"
     )
     return summary
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

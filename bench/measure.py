@@ -38,9 +38,23 @@ def above_weights(peak: int | None, weights: int | None) -> str:
     return gib(None if peak is None or weights is None else peak - weights)
 
 
-def profile_call(device: torch.device, run: Callable[[], Any], row_limit: int = 30) -> tuple[float, float]:
+KERNEL_KINDS = (  # what a kernel's name says it does, first match wins (cuBLAS and FlashAttention both use CUTLASS)
+    ("attention", ("_partials_kernel", "_merge_kernel", "flash", "fmha", "attention")),
+    ("weight matmuls", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "splitkreduce")),
+    ("vocabulary sort", ("sort", "radix")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    lowered = name.lower()
+    return next((kind for kind, marks in KERNEL_KINDS if any(mark in lowered for mark in marks)), "other (fused elementwise, reductions)")
+
+
+def profile_call(device: torch.device, run: Callable[[], Any], steps: int = 1, row_limit: int = 30) -> tuple[float, float]:
     """(wall seconds, seconds of GPU kernels) of one `run()` under torch.profiler; prints the top operators by
-    their own time (GPU kernels on CUDA, CPU elsewhere)."""
+    their own time (GPU kernels on CUDA, CPU elsewhere) and, on a GPU, the kernel time and launches by kind per
+    one of the run's `steps`. Only kernel events count: an operator's row repeats the kernels it launched."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -51,10 +65,18 @@ def profile_call(device: torch.device, run: Callable[[], Any], row_limit: int = 
         synchronize(device)
     wall = time.perf_counter() - started
     events = profiler.key_averages()
-    kernels = sum(event.self_device_time_total for event in events) / 1e6
+    kernels = [event for event in events if event.device_type == DeviceType.CUDA]
     print(events.table(sort_by="self_device_time_total" if device.type == "cuda" else "self_cpu_time_total", row_limit=row_limit))
-    return wall, kernels
-
+    if kernels:
+        by_kind: dict[str, list[float]] = {}
+        for event in kernels:
+            totals = by_kind.setdefault(kernel_kind(event.key), [0.0, 0])
+            totals[0] += event.self_device_time_total / 1000 / steps
+            totals[1] += event.count / steps
+        print("| kernels | ms / step | launches / step |\n| --- | ---: | ---: |")
+        for kind, (ms, launches) in sorted(by_kind.items(), key=lambda item: -item[1][0]):
+            print(f"| {kind} | {ms:.3f} | {launches:.0f} |")
+    return wall, sum(event.self_device_time_total for event in kernels) / 1e6
 
 def time_step(device: torch.device, step, repeat: int) -> float:
     """ms per call of `step`: replays of its CUDA graph on a GPU, plain calls elsewhere."""

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bench import actor_offload, decode_loop, generation, preference_collection, prefix_attention, train_step, update
+from bench import actor_offload, decode_loop, generation, measure, preference_collection, prefix_attention, train_step, update
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 
@@ -194,4 +194,4 @@ def test_the_profile_groups_kernels_by_what_their_names_say():
         "void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortOnesweepKernel": "vocabulary sort",
         "triton_poi_fused__unsafe_view_mul_silu_split_with_sizes_0": "other (fused elementwise, reductions)",
     }
-    assert {name: generation.kernel_kind(name) for name in kinds} == kinds
+    assert {name: measure.kernel_kind(name) for name in kinds} == kinds
