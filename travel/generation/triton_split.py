@@ -11,12 +11,13 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    suffix, the row's queries attend its own written columns (`WrittenSuffix`, causal to the written end). Each writes
    its output normalised over its keys, in the queries' dtype (as vLLM's split-KV kernel does), and the base-2
    log-sum-exp in float32. Every row's suffix has a unit of its own after the chunks', except in one 128-row query
-   tile (33 to 128 queries per prompt and key/value head, e.g. 20 candidates of Qwen3-4B): such a program takes a
+   tile (65 to 128 queries per prompt and key/value head, e.g. 20 candidates of Qwen3-4B): such a program takes a
    multiprocessor's registers (255 per thread at 8 warps), so one prompt's 16 x 8 chunk programs fill an H200's 132
-   and 20 suffix units more made three waves; there each chunk's program reads up to `SUFFIXES_PER_UNIT` rows'
-   suffixes after its chunk (36 layers alone, 20 candidates: 0.96 against 1.04 ms per step). With smaller tiles
-   several programs share a multiprocessor and the suffixes' own units ran faster (one candidate 0.56 against 0.60
-   ms, a MAGRPO buffer 2.91 against 3.14).
+   and 20 x 8 suffix programs more made three waves. There each chunk's program reads up to `SUFFIXES_PER_UNIT` rows'
+   suffixes after its chunk (H200, 36 layers alone, 20 candidates, 128 suffix columns written: 0.97 against 1.04
+   ms per step). With smaller tiles several programs share a multiprocessor, and the suffixes' own programs ran
+   faster (all tiles so: one candidate 0.60 against 0.56 ms, a MAGRPO buffer 3.14 against 2.91; a loop over rows in
+   every program spilled registers, hence the constexpr `CHUNKS_READ_SUFFIXES`).
 2. `_merge_kernel`, program (query block, row, key/value head): the row's suffix part and its prompt's chunk parts
    under one normaliser, found from their log-sum-exps first; it writes the attention output.
 
@@ -24,8 +25,9 @@ The chunks split the prefix's read across the multiprocessors (split-K, as flash
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
 queries in blocks of 16 to 128 rows, as few as hold them: a chunk's queries (K candidates x the group) and a row's
 suffix queries (the group) each in a tile of their own size. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms
-(1.11 with the suffix's own tile) per step for 20 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41), 0.56 for one (joint softmax
-1.82, floor 0.22), 3.55 for a MAGRPO buffer of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
+per step for 20 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41; 1.11 with the suffix's own tile,
+0.97 with the chunk programs reading the suffixes, 128 columns written), 0.56 for one (joint softmax 1.82, floor
+0.22), 3.55 for a MAGRPO buffer of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
 """
@@ -68,12 +70,11 @@ if triton is not None:
         stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
-        scale_log2, chunk_count, suffix_start, per_prompt, repeats, rows,
+        scale_log2, chunk_count, per_prompt, repeats, rows,
         GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, SUFFIX_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        HEAD_DIM: tl.constexpr,
+        HEAD_DIM: tl.constexpr, CHUNKS_READ_SUFFIXES: tl.constexpr,
     ):
         block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        suffix_units = tl.num_programs(1) - suffix_start
         d = tl.arange(0, HEAD_DIM)
         if unit < chunk_count:
             m = block * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -89,17 +90,22 @@ if triton is not None:
             tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
                      out.to(PART.dtype.element_ty), mask=valid[:, None])
             tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
-        if unit >= suffix_start and block * SUFFIX_M < GROUP:
-            # (then) the suffixes of rows s, s + suffix_units, ... for s = unit - suffix_start, in tiles of their own size
-            # (SUFFIX_M, at most BLOCK_M): group entry m is query head m // POSITIONS at new position m % POSITIONS,
-            # which sees the row's written columns up to its own (causal, aligned to the written end)
-            m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
-            valid = m < GROUP
-            for suffix_row in range(unit - suffix_start, rows, suffix_units):
-                _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, suffix_row + tl.zeros((), tl.int64), kv_head, m, valid, d,
-                             stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
-                             stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
-                             POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
+        # then a row's suffix, in tiles of its own size (SUFFIX_M, at most BLOCK_M): group entry m is query head
+        # m // POSITIONS at new position m % POSITIONS, which sees the row's written columns up to its own (causal,
+        # aligned to the written end)
+        m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
+        valid = m < GROUP
+        suffix = (Q, SK, SV, SPART, SPART_LSE, lengths)
+        strides = (stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
+                   stride_sr, stride_sh, stride_sg, stride_tr, stride_th)
+        if CHUNKS_READ_SUFFIXES:  # rows unit, unit + units, ...
+            if block * SUFFIX_M < GROUP:
+                for suffix_row in range(unit, rows, tl.num_programs(1)):
+                    _suffix_part(*suffix, suffix_row + tl.zeros((), tl.int64), kv_head, m, valid, d, *strides, scale_log2,
+                                 POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
+        elif unit >= chunk_count and block * SUFFIX_M < GROUP:  # the row of this unit (a loop here spilled registers)
+            _suffix_part(*suffix, (unit - chunk_count).to(tl.int64), kv_head, m, valid, d, *strides, scale_log2,
+                         POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
 
     def _merge_kernel(
         PART, PART_LSE, SPART, SPART_LSE, OUT,
@@ -170,18 +176,16 @@ def split_triton_attention(
     output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
     block = query_block(queries)  # its blocks hold a suffix's tiles too (group <= queries)
-    if block == 128 and queries <= block:  # one tile, a program per multiprocessor: chunk programs read the suffixes
-        suffix_start, units = 0, max(chunk_count, -(-rows // SUFFIXES_PER_UNIT))
-    else:  # a program of its own for every row's suffix
-        suffix_start, units = chunk_count, chunk_count + rows
+    chunks_read_suffixes = block == 128 and queries <= block  # one tile, a program per multiprocessor
+    units = max(chunk_count, -(-rows // SUFFIXES_PER_UNIT)) if chunks_read_suffixes else chunk_count + rows
     _PARTIALS[(-(-queries // block), units, kv_heads)](
         per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
-        scale / LN2, chunk_count, suffix_start, chunks.per_prompt, repeats, rows,
+        scale / LN2, chunk_count, chunks.per_prompt, repeats, rows,
         GROUP=group, POSITIONS=written.positions, BLOCK_M=block, SUFFIX_M=query_block(group), BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
-        num_warps=4 if block <= 64 else 8, num_stages=STAGES,
+        CHUNKS_READ_SUFFIXES=chunks_read_suffixes, num_warps=4 if block <= 64 else 8, num_stages=STAGES,
     )
     block = query_block(group)
     _MERGE[(-(-group // block), rows, kv_heads)](
