@@ -22,3 +22,15 @@ def test_chunks_pack_each_prompts_tokens_without_padding():
     assert prefix_chunks(attention[1:], kv_heads=2, one_wave=True).per_prompt == 1
     with pytest.raises(ValueError, match=r"per_prompt=6 must be between 1 and the shortest prompt \(5\)"):
         prefix_chunks(attention, kv_heads=2, per_prompt=6)
+
+
+def test_split_triton_chunks_fill_the_processors_once_and_stop_where_its_merge_spilled():
+    prompt = torch.ones((1, 6000), dtype=torch.long)
+    assert prefix_chunks(prompt, kv_heads=8, one_wave=True, processors=132).per_prompt == 16  # an H200
+    assert prefix_chunks(prompt, kv_heads=8, one_wave=True, processors=64).per_prompt == 8
+    assert prefix_chunks(prompt, kv_heads=8, one_wave=True, processors=148).per_prompt == 16  # a B200: not 18
+    assert prefix_chunks(prompt, kv_heads=3, one_wave=True, processors=132).per_prompt == 16  # SmolLM2: not 44
+    assert prefix_chunks(prompt[:, :1000], kv_heads=8, one_wave=True, processors=132).per_prompt == 3  # 256-token chunks
+    prompts = torch.ones((2, 6000), dtype=torch.long)
+    assert prefix_chunks(prompts, kv_heads=8, processors=148).per_prompt == 19  # two waves for several prompts
+    assert prefix_chunks(prompts, kv_heads=8, one_wave=True, processors=148).per_prompt == 16

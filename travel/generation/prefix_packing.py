@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import torch
 
 MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
+# split_triton's merge unrolls over a prompt's chunks: from 18 on it spilled registers (ptxas for sm_90, 4 queries a
+# program), and 32 chunks took 4.3 ms per step against 0.97 at 16 (H200, 20 candidates, 36 layers alone)
+MAX_MERGED_CHUNKS = 16
 
 
 @dataclass(frozen=True)
@@ -27,16 +30,23 @@ class PrefixChunks:
     longest: int  # the most tokens in a chunk
 
 
-def prefix_chunks(attention: torch.Tensor, kv_heads: int, per_prompt: int | None = None, one_wave: bool = False) -> PrefixChunks:
+def prefix_chunks(
+    attention: torch.Tensor, kv_heads: int, per_prompt: int | None = None, one_wave: bool = False,
+    processors: int | None = None,
+) -> PrefixChunks:
     """Chunks for the (prompts, width) prompt mask `attention`. By default enough chunks that prompts x chunks x
-    `kv_heads` fills the GPU's multiprocessors about twice; with `one_wave` one prompt's chunks fill them at most
-    once (`split_triton`: 16 chunks took 1.07 against 1.57 ms at 23 for 20 candidates on an H200); each at least
-    `MIN_CHUNK` tokens, never an empty one, and one chunk per prompt off a GPU."""
+    `kv_heads` fills the GPU's `processors` (its multiprocessors; none off a GPU) about twice. With `one_wave` (for
+    `split_triton`) one prompt's chunks fill them at most once (16 chunks took 1.07 against 1.57 ms at 23 for 20
+    candidates on an H200), and no prompt has more than `MAX_MERGED_CHUNKS`. Each chunk has at least `MIN_CHUNK`
+    tokens, none is empty, and without processors every prompt is one chunk."""
     lengths = attention.sum(dim=1).tolist()
     prompts = len(lengths)
     if per_prompt is None:
-        processors = torch.cuda.get_device_properties(attention.device).multi_processor_count if attention.is_cuda else 0
+        if processors is None:
+            processors = torch.cuda.get_device_properties(attention.device).multi_processor_count if attention.is_cuda else 0
         wanted = processors // kv_heads if one_wave and prompts == 1 else -(-2 * processors // (prompts * kv_heads))
+        if one_wave:
+            wanted = min(wanted, MAX_MERGED_CHUNKS)
         per_prompt = max(1, min(wanted if processors else 1, min(lengths) // MIN_CHUNK))
     if per_prompt < 1 or per_prompt > min(lengths):
         raise ValueError(f"prefix_chunks: per_prompt={per_prompt} must be between 1 and the shortest prompt ({min(lengths)})")
