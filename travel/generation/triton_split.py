@@ -95,16 +95,17 @@ if triton is not None:
         # aligned to the written end)
         m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
         valid = m < GROUP
-        suffix = (Q, SK, SV, SPART, SPART_LSE, lengths)
-        strides = (stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
-                   stride_sr, stride_sh, stride_sg, stride_tr, stride_th)
         if CHUNKS_READ_SUFFIXES:  # rows unit, unit + units, ...
             if block * SUFFIX_M < GROUP:
                 for suffix_row in range(unit, rows, tl.num_programs(1)):
-                    _suffix_part(*suffix, suffix_row + tl.zeros((), tl.int64), kv_head, m, valid, d, *strides, scale_log2,
+                    _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, suffix_row + tl.zeros((), tl.int64), kv_head, m, valid, d,
+                                 stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
+                                 stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
                                  POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
         elif unit >= chunk_count and block * SUFFIX_M < GROUP:  # the row of this unit (a loop here spilled registers)
-            _suffix_part(*suffix, (unit - chunk_count).to(tl.int64), kv_head, m, valid, d, *strides, scale_log2,
+            _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, (unit - chunk_count).to(tl.int64), kv_head, m, valid, d,
+                         stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
+                         stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
                          POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
 
     def _merge_kernel(
