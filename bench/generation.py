@@ -18,7 +18,10 @@ top-p, state update) for exactly N steps, like the baseline.
 
 The prompt is a role prompt of a real train row (or a synthetic row without the shared data), padded
 with more of its own reference context, or cut in the middle, to about --prompt-tokens tokens.
-Printed: seconds, ms per decode step, generated tokens per second, peak GPU memory, and the ratios.
+Printed: seconds, ms per decode step, generated tokens per second, peak GPU memory, and the ratios. The ms per
+step divide the whole call, prefill included, by the steps, as for `model.generate`; the decoder's note adds its
+prefill's seconds and its decode steps' alone (`StructuredDecoder.last_phases`: the steps, their set-up and the
+first step's CUDA-graph capture, without the prefill).
 With `--profile`, one more run of the last step backend goes through torch.profiler: its GPU kernel
 time per step against its wall time per step says whether decoding waits on the GPU (busy near 100%)
 or on the Python loop that feeds it, and the top operators say where the time goes.
@@ -73,6 +76,7 @@ class Measurement:
     candidates: int
     peak_bytes: int | None
     note: str = ""
+    phases: dict[str, float] | None = None  # the decoder's seconds by phase (weights, prefill, decode)
 
     @property
     def ms_per_step(self) -> float:
@@ -364,7 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.actions:
             steps = decoder.last_decode_steps
             note += f"; {steps} decode steps, {sum(lengths) / len(lengths):.0f} tokens per action"
-        results.append(Measurement(f"StructuredDecoder ({label})", seconds, steps, args.candidates, peak, note))
+        phases = decoder.last_phases.seconds()
+        note += (f"; prefill {phases['prefill']:.3f} s, the decode steps alone "
+                 f"{1000 * phases['decode'] / decoder.last_decode_steps:.2f} ms each")
+        results.append(Measurement(f"StructuredDecoder ({label})", seconds, steps, args.candidates, peak, note, phases))
 
     print()
     print(format_table(results, weights_bytes))
@@ -390,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                             "tokens_per_second": m.tokens_per_second,
                             "peak_bytes": m.peak_bytes,
                             "note": m.note,
+                            "phases": m.phases,
                         }
                         for m in results
                     ],

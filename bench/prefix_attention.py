@@ -10,6 +10,7 @@ a float64 evaluation of the same attention.
 
     python bench/prefix_attention.py --candidates 20
     python bench/prefix_attention.py --candidates 1
+    python bench/prefix_attention.py --candidates 1 --kernels split_triton --chunks 16,32,48
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--bandwidth", type=float, default=4300.0, help="GB/s the floor assumes (4,300 measured on an H200)")
     parser.add_argument("--kernels", default=None, help="comma-separated (default: all; split_flash only for one prompt)")
-    parser.add_argument("--chunks", type=int, default=None, help="the chunked kernels' chunks per prompt (default: their own choice)")
+    parser.add_argument("--chunks", default=None,
+                        help="the chunked kernels' chunks per prompt, comma-separated for a row each (default: their own choice)")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     generator = torch.Generator(device=device).manual_seed(0)
@@ -111,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     expected = reference(*layers[0])
     default = [name for name in KERNELS if name != "split_flash" or args.prompts == 1]
     names = default if args.kernels is None else [kernel.strip() for kernel in args.kernels.split(",") if kernel.strip()]
-    for name in names:
+    chunk_counts = [None] if args.chunks is None else [int(count) for count in args.chunks.split(",") if count.strip()]
+    chunked = ("chunked_flash", "chunked_triton", "split_triton")
+    for name, chunks in [(name, count) for name in names for count in (chunk_counts if name in chunked else [None])]:
         attend = KERNELS[name]
-        inputs_of = [kernel_inputs(name, inputs, args.chunks, args.generated) for inputs in layers]
+        inputs_of = [kernel_inputs(name, inputs, chunks, args.generated) for inputs in layers]
         started = time.perf_counter()
         output = attend(*inputs_of[0])  # compiles where the kernel compiles
         first = time.perf_counter() - started
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         for inputs in inputs_of:  # warm every size before capture
             attend(*inputs)
         ms = time_step(device, lambda: [attend(*inputs) for inputs in inputs_of], args.repeat)
-        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name in ("chunked_flash", "chunked_triton", "split_triton") else name
+        label = f"{name} ({inputs_of[0][3].per_prompt} chunks per prompt)" if name in chunked else name
         print(f"| {label} | {ms:.3f} | {ms / floor_ms:.2f} | {error:.2e} | {first:.1f} |", flush=True)
         del inputs_of
     return 0

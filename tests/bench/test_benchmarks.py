@@ -21,11 +21,14 @@ def test_generation_benchmark_times_every_method(tmp_path, capsys):
          "--candidates", "2", "--step-backends", "eager,static,static:repeated,static:shared", "--profile", "--json", str(out)]
     )
     assert code == 0  # every candidate parsed strictly
-    names = [result["name"] for result in json.loads(out.read_text())["results"]]
-    assert names == [
+    results = json.loads(out.read_text())["results"]
+    assert [result["name"] for result in results] == [
         "generate (stock)", "generate, no cuDNN SDPA", "StructuredDecoder (eager)", "StructuredDecoder (static)",
         "StructuredDecoder (static, prompt repeated)", "StructuredDecoder (static, prompt shared)",
     ]
+    for result in results[2:]:  # the decoder's phases, the prefill apart from the steps, within the call
+        assert list(result["phases"]) == ["weights", "prefill", "decode"] and sum(result["phases"].values()) <= result["seconds"]
+        assert "the decode steps alone" in result["note"]
     table = capsys.readouterr().out
     assert "| StructuredDecoder (static) / generate (stock) |" in table
     profiled = json.loads(out.read_text())["profile"]
@@ -139,12 +142,13 @@ def test_train_step_variants_name_the_settings_they_accept():
 def test_the_prefix_attention_benchmark_times_each_kernel_against_float64(capsys):
     code = prefix_attention.main(
         ["--device", "cpu", "--dtype", "float32", "--prompts", "2", "--candidates", "3", "--prompt-tokens", "120",
-         "--capacity", "32", "--generated", "9", "--layers", "2", "--repeat", "1", "--chunks", "3"]
+         "--capacity", "32", "--generated", "9", "--layers", "2", "--repeat", "1", "--chunks", "3,4"]
     )
     assert code == 0
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith(("| joint", "| flex", "| chunked"))]
     assert [row[0].strip() for row in rows] == [
-        "joint_softmax", "flex", "chunked_flash (3 chunks per prompt)", "chunked_triton (3 chunks per prompt)"
+        "joint_softmax", "flex", "chunked_flash (3 chunks per prompt)", "chunked_flash (4 chunks per prompt)",
+        "chunked_triton (3 chunks per prompt)", "chunked_triton (4 chunks per prompt)",
     ]
     for row in rows:
         assert float(row[1]) > 0 and float(row[3]) < 1e-5  # ms per step, max abs error against float64

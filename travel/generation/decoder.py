@@ -37,6 +37,7 @@ from travel.generation.model_io import (
     new_cache,
 )
 from travel.generation.jump_step import JumpDecodeStep, SharedPrefixJumpStep
+from travel.generation.phase_clock import PhaseClock
 from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.generation.sampling import validate_sampling
@@ -135,6 +136,7 @@ class StructuredDecoder:
         self.compile_decode = bool(compile_decode)
         self.prefix_attention = prefix_attention
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
+        self.last_phases: PhaseClock | None = None  # the seconds of its phases: weights, prefill, decode
         self._weights = None
         if decode_weights != "master":
             dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
@@ -214,13 +216,15 @@ class StructuredDecoder:
         if hasattr(self.model, "eval"):
             self.model.eval()
         model, autocast_dtype = self.model, self.compute_dtype
+        clock = self.last_phases = PhaseClock(device)
         if self._weights is not None:
             model, autocast_dtype = self._weights.refreshed(self.model), None
+        clock.mark("weights")
         try:
             with torch.inference_mode(), decode_attention(device), compute_autocast(device, autocast_dtype):
                 tokens, masks, lengths, logprobs = self._decode(
                     model, plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device,
-                    slot_values,
+                    clock, slot_values,
                 )
         finally:
             if was_training:
@@ -308,6 +312,7 @@ class StructuredDecoder:
         generator: torch.Generator | None,
         row_seeds: torch.Tensor | None,
         device: torch.device,
+        clock: PhaseClock,
         slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
@@ -325,6 +330,7 @@ class StructuredDecoder:
         width = jump_width(plans) if jump else 1
         spare = width if jump else 0  # room for a jump step's padding positions
         cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
+        clock.mark("prefill")
         graph = static == "cuda_graph"
         kernel = prefix_kernel(
             self.prefix_attention, device, getattr(model, "dtype", None), rows=len(prompt_ids) * k, prompts=len(prompt_ids)
@@ -350,4 +356,5 @@ class StructuredDecoder:
                 self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,
                 jump=jump, compiled=static is not None and self.compile_decode,
             )
+        clock.mark("decode")  # the steps, with the step's set-up and the first step's CUDA-graph capture
         return tuple(outputs)  # type: ignore[return-value]
