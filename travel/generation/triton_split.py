@@ -18,8 +18,8 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    ms per step). With smaller tiles several programs share a multiprocessor, and the suffixes' own programs ran
    faster (all tiles so: one candidate 0.60 against 0.56 ms, a MAGRPO buffer 3.14 against 2.91; a loop over rows in
    every program spilled registers, hence the constexpr `CHUNKS_READ_SUFFIXES`).
-2. `_merge_kernel`, program (query block, row, key/value head): the row's suffix part and its prompt's chunk parts
-   under one normaliser, found from their log-sum-exps first; it writes the attention output.
+2. `_merge_kernel`, program (query block of at most `MERGE_ROWS`, row, key/value head): the row's suffix part and its
+   prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix
 
 STAGES = 3  # software-pipelined key blocks in flight per program
+# the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32, 64 or 128
+# rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
+MERGE_ROWS = 16
 SUFFIXES_PER_UNIT = 2  # with 128-row query tiles, the most row suffixes one program reads after its prefix chunk
 
 if triton is not None:
@@ -188,10 +191,10 @@ def split_triton_attention(
         GROUP=group, POSITIONS=written.positions, BLOCK_M=block, SUFFIX_M=query_block(group), BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
         CHUNKS_READ_SUFFIXES=chunks_read_suffixes, num_warps=4 if block <= 64 else 8, num_stages=STAGES,
     )
-    block = query_block(group)
+    block = min(query_block(group), MERGE_ROWS)
     _MERGE[(-(-group // block), rows, kv_heads)](
         part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
         GROUP=group, PER_PROMPT=chunks.per_prompt, BLOCK_C=triton.next_power_of_2(chunks.per_prompt), BLOCK_M=block,
-        HEAD_DIM=head_dim, num_warps=4 if block <= 64 else 8,
+        HEAD_DIM=head_dim, num_warps=4,
     )
     return output
