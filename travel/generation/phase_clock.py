@@ -33,9 +33,10 @@ class PhaseClock:
 
     def seconds(self) -> dict[str, float]:
         """Each marked phase's seconds, in the order marked."""
-        if self.device.type == "cuda":
+        events = self.device.type == "cuda"
+        if events:
             self.marks[-1][1].synchronize()
-            between = lambda before, after: before.elapsed_time(after) / 1000.0  # noqa: E731 - ms between events
-        else:
-            between = lambda before, after: after - before  # noqa: E731
-        return {phase: between(before, after) for (_, before), (phase, after) in zip(self.marks, self.marks[1:])}
+        return {
+            phase: before.elapsed_time(after) / 1000.0 if events else after - before  # events measure milliseconds
+            for (_, before), (phase, after) in zip(self.marks, self.marks[1:])
+        }
