@@ -50,7 +50,7 @@ import torch
 from bench.measure import above_weights, gib, measure, profile_call
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
-from travel.generation.compiled_forward import COMPILED_FORWARD, COMPILED_SELECTED_FORWARD
+from travel.generation.compiled_forward import COMPILED_FORWARD, COMPILED_PROMPT_FORWARD, COMPILED_SELECTED_FORWARD
 from travel.generation.decode_loop import COMPILED_ADVANCE, COMPILED_SELECT
 from travel.generation.model_io import decode_attention
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
@@ -58,7 +58,9 @@ from travel.task.actions import parse_assignments
 from travel.task.prompts import build_role_prompt
 from travel.task.roles import role_capacity
 
-COMPILED_FUNCTIONS = (COMPILED_FORWARD, COMPILED_SELECTED_FORWARD, COMPILED_SELECT, COMPILED_ADVANCE)
+COMPILED_FUNCTIONS = (
+    COMPILED_FORWARD, COMPILED_SELECTED_FORWARD, COMPILED_PROMPT_FORWARD, COMPILED_SELECT, COMPILED_ADVANCE
+)
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"
 FACTORIES: dict[str, Callable[..., models.LoadedModel]] = {
     "random_qwen3_4b": models.build_random_qwen3_4b,

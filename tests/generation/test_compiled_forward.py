@@ -1,6 +1,6 @@
-"""hardware.compile_decode (travel/generation/compiled_forward.py): static decode steps whose forward runs
-through torch.compile give the tokens, texts and value masks of the plain steps, greedy and seeded, and
-log-probs equal to float rounding; a forward that cannot be compiled runs plain, with a warning."""
+"""hardware.compile_decode (travel/generation/compiled_forward.py): static decode steps whose forward and
+prompt prefill run through torch.compile give the tokens, texts and value masks of the plain ones, greedy and
+seeded, and log-probs equal to float rounding; a forward that cannot be compiled runs plain, with a warning."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from tests.generation.conftest import short_request
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
-from travel.generation.compiled_forward import COMPILED_FORWARD, CompiledForward
+from travel.generation.compiled_forward import COMPILED_FORWARD, COMPILED_PROMPT_FORWARD, CompiledForward
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,10 @@ def test_compiled_steps_decode_as_the_plain_steps_do(tiny, greedy):
     requests = [short_request(tiny.tokenizer, agent, 2) for agent in (0, 1)]
     settings = {"step_backend": "static", "share_prompt_cache": "always", "max_new_tokens": 300, "max_value_tokens": 4}
     plain = decoded(StructuredDecoder(tiny.model, tiny.tokenizer, **settings), requests, greedy)
+    prefills = COMPILED_PROMPT_FORWARD.compiled_calls
     compiled = decoded(StructuredDecoder(tiny.model, tiny.tokenizer, compile_decode=True, **settings), requests, greedy)
     assert not COMPILED_FORWARD.failed  # the compiled forward ran, not the fallback
+    assert COMPILED_PROMPT_FORWARD.compiled_calls == prefills + len(requests)  # each prompt's prefill compiled
     assert [c[:3] for c in compiled] == [c[:3] for c in plain]
     assert [c[3] for c in compiled] == pytest.approx([c[3] for c in plain], rel=1e-4, abs=1e-5)
 

@@ -9,9 +9,12 @@ from tests.generation.conftest import assert_strict_action, short_request
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.static_step import (
+    CAUSAL_PROMPT_ATTENTION,
     GROUPED_DECODE_ATTENTION,
     MASK_ALIGNMENT,
     aligned_capacity,
+    causal_prompt_attention,
+    causal_prompt_attention_function,
     grouped_decode_attention,
 )
 from travel.generation.shared_prefix import SHARED_PREFIX_ATTENTION
@@ -89,6 +92,48 @@ def test_grouped_attention_equals_repeated_key_value_heads():
     # A different head order would not match: swapping two key/value heads changes the result.
     swapped, _ = grouped_decode_attention(Module(), query, key.flip(1), value.flip(1), mask, scaling=0.25)
     assert not torch.allclose(swapped, expected, atol=1e-3)
+
+
+def test_a_prompt_into_an_empty_cache_attends_causally_whatever_mask_it_is_given():
+    """The prefill's attention drops the mask (a trace keeps transformers' causal mask, which would pick a slower
+    kernel) only where queries and keys are the same positions; queries over a longer cache keep it."""
+    generator = torch.Generator().manual_seed(1)
+    query_heads, kv_heads, length, dim = 4, 2, 9, 8
+    query = torch.randn(1, query_heads, length, dim, generator=generator)
+    key = torch.randn(1, kv_heads, length, dim, generator=generator)
+    value = torch.randn(1, kv_heads, length, dim, generator=generator)
+
+    class Module:
+        num_key_value_groups = query_heads // kv_heads
+        is_causal = True
+        training = False
+
+    grouped_keys = key.double().repeat_interleave(Module.num_key_value_groups, dim=1)
+    grouped_values = value.double().repeat_interleave(Module.num_key_value_groups, dim=1)
+    scores = query.double() @ grouped_keys.transpose(-1, -2) * 0.3
+    future = torch.ones(length, length, dtype=torch.bool).triu(1)
+    causal = scores.masked_fill(future, float("-inf")).softmax(-1) @ grouped_values
+    no_mask = torch.zeros(1, 1, length, length)  # attend everywhere: what a dropped mask must not mean
+    got, _ = causal_prompt_attention_function(Module(), query, key, value, no_mask, scaling=0.3)
+    torch.testing.assert_close(got.double(), causal.transpose(1, 2), atol=1e-5, rtol=1e-5)
+    # two new queries over the whole cache keep their mask: here it hides the first three keys
+    mask = torch.zeros(1, 1, 2, length)
+    mask[..., :3] = float("-inf")
+    kept, _ = causal_prompt_attention_function(Module(), query[:, :, -2:], key, value, mask, scaling=0.3)
+    visible = (scores[:, :, -2:, 3:].softmax(-1) @ grouped_values[:, :, 3:]).transpose(1, 2)
+    torch.testing.assert_close(kept.double(), visible, atol=1e-5, rtol=1e-5)
+
+
+def test_causal_prompt_attention_switches_sdpa_models_only_and_restores_them(tiny):
+    with causal_prompt_attention(tiny.model):
+        assert tiny.model.config._attn_implementation == CAUSAL_PROMPT_ATTENTION
+    assert tiny.model.config._attn_implementation == "sdpa"
+    tiny.model.config._attn_implementation = "eager"
+    try:
+        with causal_prompt_attention(tiny.model):
+            assert tiny.model.config._attn_implementation == "eager"
+    finally:
+        tiny.model.config._attn_implementation = "sdpa"
 
 
 @pytest.mark.parametrize(

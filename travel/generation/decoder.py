@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from travel.agents.models import resolve_dtype
+from travel.generation.compiled_forward import prompt_forward
 from travel.generation.decode_loop import decode_loop, jump_width
 from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
 from travel.generation.fused_projections import decoder_layers
@@ -43,7 +44,12 @@ from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.generation.sampling import validate_sampling
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
 from travel.generation.skeleton import SlotPlan, build_slot_plan
-from travel.generation.static_step import StaticDecodeStep, aligned_capacity, supports_static_steps
+from travel.generation.static_step import (
+    StaticDecodeStep,
+    aligned_capacity,
+    causal_prompt_attention,
+    supports_static_steps,
+)
 from travel.generation.value_trie import TrieCache, checked_slot_values
 
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
@@ -94,8 +100,8 @@ class StructuredDecoder:
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
-        kernels (travel/generation/compiled_forward.py), and so does the loop's token choice and state update
-        (travel/generation/decode_loop.py); the eager loop ignores it.
+        kernels (travel/generation/compiled_forward.py), and so do each prompt's prefill and the loop's token
+        choice and state update (travel/generation/decode_loop.py); the eager loop ignores it.
         `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
         (travel/generation/prefix_attention.py): `auto` (on a GPU where FlashAttention runs, `split_triton` where
         triton imports, else `split_flash` for one prompt of several rows and `chunked_flash` for several prompts;
@@ -257,12 +263,14 @@ class StructuredDecoder:
         preallocated: bool,
         shared: bool = False,
         spare: int = 0,
+        compiled: bool = False,
     ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run every prompt through the model once and expand to `repeats` rows per prompt.
 
         Returns (cache, last-position logits, attention mask, prompt lengths), rows grouped by prompt and
         left-padded to the longest prompt. A `preallocated` cache has room for the whole token budget,
         rounded up to the static steps' mask alignment; a `shared` one holds each prompt once, no room.
+        Its prompts run one at a time, through torch.compile where `compiled`.
         """
         lengths = torch.tensor([len(ids) for ids in prompt_ids], dtype=torch.long)
         if int(lengths.min()) < 1:
@@ -273,17 +281,13 @@ class StructuredDecoder:
             attention[row, width - len(ids) :] = 1
         attention = attention.repeat_interleave(repeats, dim=0).to(device)
         if preallocated:
-            caches, last_logits = [], []
-            for ids in prompt_ids:  # one prompt at a time: causal attention without a padding mask
-                cache = new_cache(model)
-                positions = torch.arange(len(ids), device=device)[None, :]
-                ids_on_device = ids[None, :].to(device)
-                last_logits.append(
-                    forward_last_logits(
-                        model, ids_on_device, torch.ones_like(ids_on_device), positions, cache, self._cache_name
-                    )
-                )
-                caches.append(cache)
+            caches, last_logits, prefill = [], [], prompt_forward(compiled)
+            with causal_prompt_attention(model):
+                for ids in prompt_ids:  # one prompt at a time: causal attention without a padding mask
+                    cache = new_cache(model)
+                    positions = torch.arange(len(ids), device=device)[None, :]
+                    last_logits.append(prefill(model, ids[None, :].to(device), positions, cache, self._cache_name))
+                    caches.append(cache)
             extra = 0 if shared else aligned_capacity(width, self.max_new_tokens + spare) - width
             cache = merge_prompt_caches(caches, 1 if shared else repeats, extra)
             logits = torch.cat(last_logits, dim=0)
@@ -329,7 +333,10 @@ class StructuredDecoder:
         jump = static is not None and self.jump_forced
         width = jump_width(plans) if jump else 1
         spare = width if jump else 0  # room for a jump step's padding positions
-        cache, logits, attention, prompt_lengths = self._prefill(model, prompt_ids, k, device, preallocated, shared, spare)
+        compiled = static is not None and self.compile_decode
+        cache, logits, attention, prompt_lengths = self._prefill(
+            model, prompt_ids, k, device, preallocated, shared, spare, compiled
+        )
         clock.mark("prefill")
         graph = static == "cuda_graph"
         kernel = prefix_kernel(
@@ -349,12 +356,12 @@ class StructuredDecoder:
             forward_step = JumpDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, width, graph)
         else:
             forward_step = StaticDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, graph)
-        if static is not None and self.compile_decode:
+        if compiled:
             forward_step.compile_forward()
         with forward_step.attention():
             *outputs, self.last_decode_steps = decode_loop(
                 self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,
-                jump=jump, compiled=static is not None and self.compile_decode,
+                jump=jump, compiled=compiled,
             )
         clock.mark("decode")  # the steps, with the step's set-up and the first step's CUDA-graph capture
         return tuple(outputs)  # type: ignore[return-value]

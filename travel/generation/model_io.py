@@ -55,6 +55,14 @@ def forward_logits(
     return output.logits.float()
 
 
+def forward_prompt_logits(
+    model: Any, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any, cache_name: str
+) -> torch.Tensor:
+    """(1, vocab) float32 logits of one unpadded prompt's last position, causal attention without a padding mask;
+    `cache` (empty) is filled in place."""
+    return forward_logits(model, input_ids, None, position_ids, cache, cache_name, 1)[:, -1, :]
+
+
 def forward_selected_logits(
     model: Any,
     input_ids: torch.Tensor,

@@ -37,6 +37,7 @@ except ImportError:  # transformers < 4.56 has no per-layer cache objects
     DynamicLayer = None  # type: ignore[assignment,misc]
 
 GROUPED_DECODE_ATTENTION = "travel_grouped_decode"
+CAUSAL_PROMPT_ATTENTION = "travel_causal_prompt"
 STATIC_ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MASK_ALIGNMENT = 16  # memory-efficient attention wants the mask's last dim aligned; otherwise it pads a copy
 
@@ -89,6 +90,26 @@ def grouped_decode_attention(
     return output.reshape(batch, query_heads, width, head_dim).transpose(1, 2), None
 
 
+def causal_prompt_attention_function(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
+    """transformers attention function for one unpadded prompt into an empty cache: causal SDPA without the mask.
+
+    transformers drops an all-ones causal mask where it can read the mask's values, which a traced forward
+    (torch.compile) cannot, so the trace keeps the mask and SDPA with a mask runs the memory-efficient kernel:
+    166 ms for a 6,000-token prompt of Qwen3-4B on an H200 against FlashAttention's 35 ms. Queries over keys of
+    another length (a cache that held tokens already) keep the mask."""
+    mask = None if query.shape[2] == key.shape[2] else attention_mask
+    return transformers_sdpa(module, query, key, value, mask, scaling, dropout, **kwargs)
+
+
 def register_attention(name: str, function: Any) -> bool:
     """Make `function` selectable as `config._attn_implementation = name`; False on transformers without
     an attention registry."""
@@ -100,7 +121,9 @@ def register_attention(name: str, function: Any) -> bool:
     return True
 
 
-ATTENTION_REGISTERED = register_attention(GROUPED_DECODE_ATTENTION, grouped_decode_attention)
+ATTENTION_REGISTERED = register_attention(GROUPED_DECODE_ATTENTION, grouped_decode_attention) and register_attention(
+    CAUSAL_PROMPT_ATTENTION, causal_prompt_attention_function
+)
 
 
 def supports_static_steps(model: Any) -> bool:
@@ -113,15 +136,27 @@ def supports_static_steps(model: Any) -> bool:
 
 
 @contextlib.contextmanager
-def grouped_attention(model: Any) -> Iterator[None]:
-    """The model's attention goes through `grouped_decode_attention` inside the block."""
+def attention_implementation(model: Any, name: str) -> Iterator[None]:
+    """The model's attention goes through the registered function `name` inside the block."""
     config = model.config
     previous = config._attn_implementation
-    config._attn_implementation = GROUPED_DECODE_ATTENTION
+    config._attn_implementation = name
     try:
         yield
     finally:
         config._attn_implementation = previous
+
+
+def grouped_attention(model: Any) -> contextlib.AbstractContextManager[None]:
+    """The model's attention goes through `grouped_decode_attention` inside the block."""
+    return attention_implementation(model, GROUPED_DECODE_ATTENTION)
+
+
+def causal_prompt_attention(model: Any) -> contextlib.AbstractContextManager[None]:
+    """An SDPA model's prompt prefills inside the block attend through `causal_prompt_attention_function`."""
+    if not ATTENTION_REGISTERED or getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return contextlib.nullcontext()
+    return attention_implementation(model, CAUSAL_PROMPT_ATTENTION)
 
 
 def aligned_capacity(width: int, extra_tokens: int) -> int:
