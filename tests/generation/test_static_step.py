@@ -122,6 +122,12 @@ def test_a_prompt_into_an_empty_cache_attends_causally_whatever_mask_it_is_given
     kept, _ = causal_prompt_attention_function(Module(), query[:, :, -2:], key, value, mask, scaling=0.3)
     visible = (scores[:, :, -2:, 3:].softmax(-1) @ grouped_values[:, :, 3:]).transpose(1, 2)
     torch.testing.assert_close(kept.double(), visible, atol=1e-5, rtol=1e-5)
+    # a sliding-window layer keeps its mask, which carries the window: here, attend everywhere
+    windowed = Module()
+    windowed.sliding_window = 4
+    everywhere, _ = causal_prompt_attention_function(windowed, query, key, value, no_mask, scaling=0.3)
+    unmasked = scores.softmax(-1) @ grouped_values
+    torch.testing.assert_close(everywhere.double(), unmasked.transpose(1, 2), atol=1e-5, rtol=1e-5)
 
 
 def test_causal_prompt_attention_switches_sdpa_models_only_and_restores_them(tiny):
