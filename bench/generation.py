@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         "it (cuda_graph:shared:bfloat16:copy, hardware.decode_weights=copy) or a copy with fused projections "
         "(cuda_graph:shared::fused, hardware.decode_weights=fused); '+jump' feeds whole forced runs "
         "(generation.jump_forced, e.g. cuda_graph:shared+jump) and '+compile' runs the forward through torch.compile "
-        "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile); '+flex' or '+joint_softmax' picks the "
+        "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile), '+prefill' each prompt's prefill too "
+        "(hardware.compile_prefill); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto)",
     )
     parser.add_argument(
@@ -318,9 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
         spec, *options = spec.split("+")
-        unknown = sorted(set(options) - {"jump", "compile", *PREFIX_KERNELS})
+        unknown = sorted(set(options) - {"jump", "compile", "prefill", *PREFIX_KERNELS})
         if unknown:
-            raise SystemExit(f"--step-backends: unknown option +{unknown[0]} (+jump, +compile, +{', +'.join(PREFIX_KERNELS)})")
+            raise SystemExit(
+                f"--step-backends: unknown option +{unknown[0]} (+jump, +compile, +prefill, +{', +'.join(PREFIX_KERNELS)})"
+            )
         kernels = [option for option in options if option in PREFIX_KERNELS] or ["auto"]
         backend, _, rest = spec.partition(":")
         layout, _, rest = rest.partition(":")
@@ -338,10 +341,11 @@ def main(argv: list[str] | None = None) -> int:
             decode_weights=weights or "master",
             jump_forced="jump" in options,
             compile_decode="compile" in options,
+            compile_prefill="prefill" in options,
             prefix_attention=kernels[-1],
         )
         compile_note = ""
-        if "compile" in options:  # the first call compiles; the timed call is the second, like a run's later calls
+        if {"compile", "prefill"} & set(options):  # the first call compiles; the timed call is the second, like a run's later calls
             # as in a process of its own: a step of another layout compiled first would make this one's sizes and
             # strides dynamic (a slower compile, and slower kernels), which is not what a decode of one kind runs
             torch._dynamo.reset()
@@ -364,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         label += ", fused q/k/v and gate/up weights" if weights == "fused" else ""
         label += ", forced runs in one step" if "jump" in options else ""
         label += ", compiled forward" if "compile" in options else ""
+        label += ", compiled prefill" if "prefill" in options else ""
         if kernels != ["auto"]:  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(kernels[-1])}"
         steps = args.new_tokens

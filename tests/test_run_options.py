@@ -38,6 +38,7 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["generation.greedy_eval=3"], "generation.greedy_eval=3"),
         (["generation.jump_forced=2"], "generation.jump_forced=2"),
         (["hardware.compile_decode=fast"], "hardware.compile_decode='fast'"),
+        (["hardware.compile_prefill=yes"], "hardware.compile_prefill='yes'"),
         (["hardware.compile_update=1"], "hardware.compile_update=1"),
         (["hardware.num_gpus=1.5"], "hardware.num_gpus=1.5"),
         (["hardware.checkpoint_layers=-2"], "hardware.checkpoint_layers=-2"),

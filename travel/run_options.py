@@ -62,6 +62,7 @@ def check_run_options(run: "Run") -> None:
         ("hardware.offload_inactive_actor", hardware.offload_inactive_actor),
         ("hardware.gradient_checkpointing", hardware.gradient_checkpointing),
         ("hardware.compile_decode", hardware.get("compile_decode", False)),
+        ("hardware.compile_prefill", hardware.get("compile_prefill", False)),
         ("hardware.compile_update", hardware.get("compile_update", False)),
     ):
         if not isinstance(flag, bool):

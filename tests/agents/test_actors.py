@@ -59,9 +59,12 @@ def test_bf16_compute_decodes_and_updates_over_fp32_master_weights():
 
 
 def test_the_hardware_and_generation_decode_options_reach_every_actor_decoder():
-    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compile_decode": True}
+    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compile_decode": True, "compile_prefill": True}
     generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8, "jump_forced": True}
     actors = build_layout(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
-    assert [(actor.decoder.compile_decode, actor.decoder.jump_forced) for actor in actors] == [(True, True)] * 2
-    plain = build_layout(build_tiny_random, {**hardware, "compile_decode": False}, generation, learning_rate=2e-5, seed=0)
-    assert [actor.decoder.compile_decode for actor in plain] == [False, False]
+    settings = [(actor.decoder.compile_decode, actor.decoder.compile_prefill, actor.decoder.jump_forced) for actor in actors]
+    assert settings == [(True, True, True)] * 2
+    plain = build_layout(
+        build_tiny_random, {**hardware, "compile_decode": False, "compile_prefill": False}, generation, learning_rate=2e-5, seed=0
+    )
+    assert [(actor.decoder.compile_decode, actor.decoder.compile_prefill) for actor in plain] == [(False, False)] * 2

@@ -1,5 +1,5 @@
-"""hardware.compile_decode (travel/generation/compiled_forward.py): static decode steps whose forward and
-prompt prefill run through torch.compile give the tokens, texts and value masks of the plain ones, greedy and
+"""hardware.compile_decode and compile_prefill (travel/generation/compiled_forward.py): static decode steps whose
+forward and prompt prefill run through torch.compile give the tokens, texts and value masks of the plain ones, greedy and
 seeded, and log-probs equal to float rounding; a forward that cannot be compiled runs plain, with a warning."""
 
 from __future__ import annotations
@@ -29,11 +29,25 @@ def test_compiled_steps_decode_as_the_plain_steps_do(tiny, greedy):
     settings = {"step_backend": "static", "share_prompt_cache": "always", "max_new_tokens": 300, "max_value_tokens": 4}
     plain = decoded(StructuredDecoder(tiny.model, tiny.tokenizer, **settings), requests, greedy)
     prefills = COMPILED_PROMPT_FORWARD.compiled_calls
-    compiled = decoded(StructuredDecoder(tiny.model, tiny.tokenizer, compile_decode=True, **settings), requests, greedy)
+    compiled = decoded(
+        StructuredDecoder(tiny.model, tiny.tokenizer, compile_decode=True, compile_prefill=True, **settings), requests, greedy
+    )
     assert not COMPILED_FORWARD.failed  # the compiled forward ran, not the fallback
     assert COMPILED_PROMPT_FORWARD.compiled_calls == prefills + len(requests)  # each prompt's prefill compiled
     assert [c[:3] for c in compiled] == [c[:3] for c in plain]
     assert [c[3] for c in compiled] == pytest.approx([c[3] for c in plain], rel=1e-4, abs=1e-5)
+
+
+@pytest.mark.parametrize("option", ["compile_decode", "compile_prefill"])
+def test_compile_decode_and_compile_prefill_compile_the_steps_and_the_prefill_alone(tiny, option):
+    requests = [short_request(tiny.tokenizer, agent, 2) for agent in (0, 1)]
+    settings = {"step_backend": "static", "share_prompt_cache": "always", "max_new_tokens": 300, "max_value_tokens": 4}
+    plain = decoded(StructuredDecoder(tiny.model, tiny.tokenizer, **settings), requests, True)
+    steps, prefills = COMPILED_FORWARD.compiled_calls, COMPILED_PROMPT_FORWARD.compiled_calls
+    compiled = decoded(StructuredDecoder(tiny.model, tiny.tokenizer, **{option: True}, **settings), requests, True)
+    stepped, prefilled = COMPILED_FORWARD.compiled_calls - steps, COMPILED_PROMPT_FORWARD.compiled_calls - prefills
+    assert (stepped > 0, prefilled) == ((True, 0) if option == "compile_decode" else (False, len(requests)))
+    assert [c[:3] for c in compiled] == [c[:3] for c in plain]
 
 
 def test_a_forward_that_cannot_be_compiled_runs_plain_with_a_warning():
@@ -47,9 +61,10 @@ def test_a_forward_that_cannot_be_compiled_runs_plain_with_a_warning():
     assert torch.equal(forward(torch.zeros(2)), torch.ones(2))  # plain from now on, without compiling again
 
 
-def test_compile_decode_is_part_of_the_settings_a_comparator_decoder_copies(tiny):
-    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, compile_decode=True)
-    assert decoder.with_model(tiny.model).compile_decode
+def test_compile_decode_and_compile_prefill_are_settings_a_comparator_decoder_copies(tiny):
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, compile_decode=True, compile_prefill=True)
+    copy = decoder.with_model(tiny.model)
+    assert (copy.compile_decode, copy.compile_prefill) == (True, True)
 
 
 def test_a_recompile_limit_lets_every_variant_compile():

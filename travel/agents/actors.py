@@ -170,6 +170,7 @@ def build_layout(
             compute_dtype=compute_dtype,
             decode_weights=str(hardware.get("decode_weights", "master")),
             compile_decode=bool(hardware.get("compile_decode", False)),
+            compile_prefill=bool(hardware.get("compile_prefill", False)),
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
         actors.append(

@@ -8,11 +8,13 @@ step then captures the compiled forward in its CUDA graph as it captures the pla
 random Qwen3-4B and a 6,000-token prompt that took a step from 14.1 to 8.2 ms at 20 candidates, and from
 10.1 to 6.5 ms at one.
 
-Each prompt's prefill runs through torch.compile as well, a function of its own (`forward_prompt_logits`), so its
-sizes never make the step's dynamic. Eager, the prefill of a 6,000-token prompt of that model took 0.157 s, a third
-of it elementwise kernels over the prompt's positions; compiled 0.110 s (with the causal attention of
-travel/generation/static_step.py, which keeps FlashAttention in the trace). It makes the first decode call of a
-process longer: 180 s against 61 s at 20 candidates, 139 s against 57 s at one (README, "Benchmarks").
+With `hardware.compile_prefill` each prompt's prefill runs through torch.compile as well, a function of its own
+(`forward_prompt_logits`), so its sizes never make the step's dynamic. Eager, the prefill of a 6,000-token prompt of
+that model took 0.157 s, a third of it elementwise kernels over the prompt's positions; compiled 0.110 s (with the
+causal attention of travel/generation/static_step.py, which keeps FlashAttention in the trace). It makes the first
+decode call of a process longer: 180 s against 61 s at 20 candidates, 139 s against 57 s at one; in a default
+MAGRPO buffer it saved 0.024 s per env step and cost the first buffer about 3 minutes, about what it saves over the
+whole 5,040-step run, hence an option of its own, off by default (README, "Benchmarks").
 
 The compiled function is shared by every step, model and decoder of the process. The first call compiles
 (67-103 s for that 4B model, once per process and step kind); a call of new sizes (rows, prompt width)

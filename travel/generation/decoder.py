@@ -57,7 +57,7 @@ PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
             "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced",
-            "compile_decode", "prefix_attention")  # what `with_model` copies
+            "compile_decode", "compile_prefill", "prefix_attention")  # what `with_model` copies
 
 
 class StructuredDecoder:
@@ -77,6 +77,7 @@ class StructuredDecoder:
         decode_weights: str = "master",
         jump_forced: bool = False,
         compile_decode: bool = False,
+        compile_prefill: bool = False,
         prefix_attention: str = "auto",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
@@ -100,8 +101,10 @@ class StructuredDecoder:
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
-        kernels (travel/generation/compiled_forward.py), and so do each prompt's prefill and the loop's token
-        choice and state update (travel/generation/decode_loop.py); the eager loop ignores it.
+        kernels (travel/generation/compiled_forward.py), and so do the loop's token choice and state update
+        (travel/generation/decode_loop.py); the eager loop ignores it.
+        `compile_prefill`: with static steps, each prompt's prefill runs through torch.compile as well, for every
+        prompt length at once (faster prefills for a longer first call: travel/generation/compiled_forward.py).
         `prefix_attention`: the kernel of the shared-prefix steps' attention over the prompt
         (travel/generation/prefix_attention.py): `auto` (on a GPU where FlashAttention runs, `split_triton` where
         triton imports, else `split_flash` for one prompt of several rows and `chunked_flash` for several prompts;
@@ -140,6 +143,7 @@ class StructuredDecoder:
         self.decode_weights = decode_weights
         self.jump_forced = bool(jump_forced)
         self.compile_decode = bool(compile_decode)
+        self.compile_prefill = bool(compile_prefill)
         self.prefix_attention = prefix_attention
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
         self.last_phases: PhaseClock | None = None  # the seconds of its phases: weights, prefill, decode
@@ -335,7 +339,7 @@ class StructuredDecoder:
         spare = width if jump else 0  # room for a jump step's padding positions
         compiled = static is not None and self.compile_decode
         cache, logits, attention, prompt_lengths = self._prefill(
-            model, prompt_ids, k, device, preallocated, shared, spare, compiled
+            model, prompt_ids, k, device, preallocated, shared, spare, static is not None and self.compile_prefill
         )
         clock.mark("prefill")
         graph = static == "cuda_graph"
