@@ -195,7 +195,7 @@ class Run:
             if self.resume is not None:
                 raise ValueError(
                     f"resume={self.resume}: algorithm={self.algorithm.name} writes no checkpoints yet, so it cannot "
-                    f"resume (algorithms with checkpoints: see README, \"Checkpoints and resume\")"
+                    f"resume (algorithms with checkpoints: see README, \"Checkpoints, resume and evaluating saved actors\")"
                 )
             return None, None
         options = self.cfg.get("checkpoint")

@@ -4,7 +4,7 @@ An update's forward and backward over a packed 10k-token sequence runs, besides 
 dozens of elementwise kernels per layer: RMSNorm's float32 upcast, the rotary embedding, SiLU and the gate
 product, the residual adds, and each one's backward, every one a full pass over the sequence's activations.
 On an H200 with a random Qwen3-4B they took about as long as all weight matmuls of the update together
-(README, "Benchmarks"). TorchInductor fuses them into a few kernels per layer and leaves the matmuls and the
+(docs/performance.md). TorchInductor fuses them into a few kernels per layer and leaves the matmuls and the
 attention kernels as they are.
 
 This is regional compilation: every decoder layer runs one compiled function, the layer's class `forward`,

@@ -14,7 +14,7 @@ that model took 0.157 s, a third of it elementwise kernels over the prompt's pos
 causal attention of travel/generation/static_step.py, which keeps FlashAttention in the trace). It makes the first
 decode call of a process longer: 180 s against 61 s at 20 candidates, 139 s against 57 s at one; in a default
 MAGRPO buffer it saved 0.024 s per env step and cost the first buffer about 3 minutes, about what it saves over the
-whole 5,040-step run, hence an option of its own, off by default (README, "Benchmarks").
+whole 5,040-step run, hence an option of its own, off by default (docs/performance.md).
 
 The compiled function is shared by every step, model and decoder of the process. The first call compiles
 (67-103 s for that 4B model, once per process and step kind); a call of new sizes (rows, prompt width)

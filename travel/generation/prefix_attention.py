@@ -30,7 +30,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   and every row's written suffix attended by its own program, then one merge per row by the log-sum-exps, where the
   chunked kernels copy queries out and merge in a dozen small torch kernels.
 
-`bench/prefix_attention.py` times the kernels alone, the README's benchmark table has every measurement. What
+`bench/prefix_attention.py` times the kernels alone, docs/performance.md has every measurement. What
 `auto` rests on (H200, torch 2.11, 36 layers of Qwen3-4B's shape, ms of attention per step, one process each):
 
 | shape | joint_softmax | chunked_flash | split_flash | chunked_triton | split_triton |
