@@ -48,12 +48,12 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch
 
 from bench.measure import above_weights, gib, measure, profile_call
+from bench.step_backends import StepBackend
 from travel.agents import models
 from travel.generation import DecodeRequest, StructuredDecoder, render_chat_prompt
 from travel.generation.compiled_forward import COMPILED_FORWARD, COMPILED_PROMPT_FORWARD, COMPILED_SELECTED_FORWARD
 from travel.generation.decode_loop import COMPILED_ADVANCE, COMPILED_SELECT
 from travel.generation.model_io import decode_attention
-from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.task.actions import parse_assignments
 from travel.task.prompts import build_role_prompt
 from travel.task.roles import role_capacity
@@ -318,16 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
     strict_all = True
     for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
-        spec, *options = spec.split("+")
-        unknown = sorted(set(options) - {"jump", "compile", "prefill", *PREFIX_KERNELS})
-        if unknown:
-            raise SystemExit(
-                f"--step-backends: unknown option +{unknown[0]} (+jump, +compile, +prefill, +{', +'.join(PREFIX_KERNELS)})"
-            )
-        kernels = [option for option in options if option in PREFIX_KERNELS] or ["auto"]
-        backend, _, rest = spec.partition(":")
-        layout, _, rest = rest.partition(":")
-        compute, _, weights = rest.partition(":")
+        step = StepBackend.parse(spec)
         decoder = StructuredDecoder(
             loaded.model,
             tokenizer,
@@ -335,17 +326,10 @@ def main(argv: list[str] | None = None) -> int:
             temperature=0.7,
             top_p=0.8,
             fill_budget=not args.actions,
-            step_backend=backend,
-            share_prompt_cache={"": "auto", "repeated": "never", "shared": "always"}[layout],
-            compute_dtype=compute or None,
-            decode_weights=weights or "master",
-            jump_forced="jump" in options,
-            compile_decode="compile" in options,
-            compile_prefill="prefill" in options,
-            prefix_attention=kernels[-1],
+            **step.decoder_settings(),
         )
         compile_note = ""
-        if {"compile", "prefill"} & set(options):  # the first call compiles; the timed call is the second, like a run's later calls
+        if step.compiles:  # the first call compiles; the timed call is the second, like a run's later calls
             # as in a process of its own: a step of another layout compiled first would make this one's sizes and
             # strides dynamic (a slower compile, and slower kernels), which is not what a decode of one kind runs
             torch._dynamo.reset()
@@ -359,18 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         strict_all = strict_all and strict == len(candidates)
         note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens{compile_note}"
-        if "compile" in options:
+        if step.compiles:
             failed = [compiled.purpose for compiled in COMPILED_FUNCTIONS if compiled.failed]
             note += f"; torch.compile FAILED for {', '.join(failed)}, which ran uncompiled" if failed else ""
-        label = backend if not layout else f"{backend}, prompt {layout}"
-        label += f", {compute} compute" if compute else ""
-        label += f", {compute} weight copy" if weights == "copy" else ""
-        label += ", fused q/k/v and gate/up weights" if weights == "fused" else ""
-        label += ", forced runs in one step" if "jump" in options else ""
-        label += ", compiled forward" if "compile" in options else ""
-        label += ", compiled prefill" if "prefill" in options else ""
-        if kernels != ["auto"]:  # an explicit prefix kernel (+flex, +joint_softmax)
-            label += f", prefix by {prefix_kernel(kernels[-1])}"
         steps = args.new_tokens
         if args.actions:
             steps = decoder.last_decode_steps
@@ -378,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         phases = decoder.last_phases.seconds()
         note += (f"; prefill {phases['prefill']:.3f} s, the decode steps alone "
                  f"{1000 * phases['decode'] / decoder.last_decode_steps:.2f} ms each")
-        results.append(Measurement(f"StructuredDecoder ({label})", seconds, steps, args.candidates, peak, note, phases))
+        results.append(Measurement(f"StructuredDecoder ({step.label()})", seconds, steps, args.candidates, peak, note, phases))
 
     print()
     print(format_table(results, weights_bytes))

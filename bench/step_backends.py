@@ -1,0 +1,75 @@
+"""`bench/generation.py --step-backends`: one comma-separated item, parsed into the decoder's settings and a label.
+
+An item is `BACKEND[:LAYOUT[:COMPUTE[:WEIGHTS]]][+OPTION...]`: the step backend (eager, static, cuda_graph), the
+prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for one candidate; empty: the decoder's
+choice), the compute dtype (e.g. bfloat16), the decode weights (`copy` or `fused`), then options: `+jump` (forced
+runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill) and a prefix kernel
+by name (`+joint_softmax`, `+split_triton`, ...; the last one named wins).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
+
+OPTIONS = ("jump", "compile", "prefill")
+LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
+
+
+@dataclass(frozen=True)
+class StepBackend:
+    backend: str
+    layout: str
+    compute: str
+    weights: str
+    options: frozenset[str]
+    kernel: str  # the prefix kernel, "auto" unless the item names one
+
+    @classmethod
+    def parse(cls, item: str) -> "StepBackend":
+        spec, *options = item.strip().split("+")
+        unknown = sorted(set(options) - {*OPTIONS, *PREFIX_KERNELS})
+        if unknown:
+            raise SystemExit(
+                f"--step-backends: unknown option +{unknown[0]} in {item.strip()!r} "
+                f"(+{', +'.join(OPTIONS)}, +{', +'.join(PREFIX_KERNELS)})"
+            )
+        backend, _, rest = spec.partition(":")
+        layout, _, rest = rest.partition(":")
+        compute, _, weights = rest.partition(":")
+        if layout not in LAYOUTS:
+            raise SystemExit(f"--step-backends: unknown prompt layout {layout!r} in {item.strip()!r} (repeated, shared)")
+        kernels = [option for option in options if option in PREFIX_KERNELS] or ["auto"]
+        return cls(backend, layout, compute, weights, frozenset(options) & set(OPTIONS), kernels[-1])
+
+    @property
+    def compiles(self) -> bool:
+        """Whether the decoder's first call compiles (the step, the loop or the prefill)."""
+        return bool(self.options & {"compile", "prefill"})
+
+    def decoder_settings(self) -> dict[str, Any]:
+        """StructuredDecoder's keyword arguments that the item sets."""
+        return {
+            "step_backend": self.backend,
+            "share_prompt_cache": LAYOUTS[self.layout],
+            "compute_dtype": self.compute or None,
+            "decode_weights": self.weights or "master",
+            "jump_forced": "jump" in self.options,
+            "compile_decode": "compile" in self.options,
+            "compile_prefill": "prefill" in self.options,
+            "prefix_attention": self.kernel,
+        }
+
+    def label(self) -> str:
+        label = self.backend if not self.layout else f"{self.backend}, prompt {self.layout}"
+        label += f", {self.compute} compute" if self.compute else ""
+        label += f", {self.compute} weight copy" if self.weights == "copy" else ""
+        label += ", fused q/k/v and gate/up weights" if self.weights == "fused" else ""
+        label += ", forced runs in one step" if "jump" in self.options else ""
+        label += ", compiled forward" if "compile" in self.options else ""
+        label += ", compiled prefill" if "prefill" in self.options else ""
+        if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
+            label += f", prefix by {prefix_kernel(self.kernel)}"
+        return label
