@@ -30,6 +30,8 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["curriculum.eval_per_cell=0"], "curriculum.eval_per_cell=0"),
         (["curriculum.train_per_cell=1.7"], "curriculum.train_per_cell=1.7"),
         (["hardware.torch_threads=-1"], "hardware.torch_threads=-1"),
+        (["hardware.compile_cache_dir=7"], "hardware.compile_cache_dir=7"),
+        (["hardware.compile_cache_dir=' '"], "hardware.compile_cache_dir=' '"),
         (["hardware.parallel_training=both"], "hardware.parallel_training='both'"),
         (["hardware.compute_dtype=fp8"], "hardware.compute_dtype='fp8'"),
         (["hardware.decode_weights=bf16"], "hardware.decode_weights='bf16'"),

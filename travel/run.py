@@ -128,7 +128,7 @@ class Run:
 
         split = self._training_plan()  # every config check happens here, before any weights load
         checkpoints, resume = self._checkpointing()
-        self._seed_everything()
+        self._prepare_torch()
         # The signal handlers cover the cleanup too: a requeue's hand-over must come after the tracker closed.
         with stop_on_signals(RequeueWindow.for_this_job()) as stop:
             return self._train_with(split, checkpoints, resume, stop)
@@ -282,12 +282,15 @@ class Run:
         agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
         return split
 
-    def _seed_everything(self) -> None:
-        """Seeds python, numpy and torch from cfg.seed; applies hardware.torch_threads when set."""
+    def _prepare_torch(self) -> None:
+        """Seeds python, numpy and torch from cfg.seed; applies hardware.torch_threads and
+        hardware.compile_cache_dir when set."""
         import random
 
         import numpy
         import torch
+
+        from travel.generation.compiled_forward import use_compile_cache
 
         seed = int(self.cfg.seed)
         random.seed(seed)
@@ -296,6 +299,7 @@ class Run:
         threads = OmegaConf.select(self.cfg, "hardware.torch_threads", default=None)
         if threads:
             torch.set_num_threads(int(threads))
+        use_compile_cache(OmegaConf.select(self.cfg, "hardware.compile_cache_dir", default=None))
 
     def _write_training_outputs(self, result, actors) -> dict[str, Any]:
         """Final actors (output.save_final_model, default true), the initial/final/delta table and the eval plot."""

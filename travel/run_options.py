@@ -33,6 +33,9 @@ def check_run_options(run: "Run") -> None:
         raise ValueError(f"seed={seed!r}: expected an integer")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"hardware.torch_threads={threads!r}: expected an integer >= 1 (or null)")
+    cache = run.cfg.hardware.get("compile_cache_dir")
+    if cache is not None and (not isinstance(cache, str) or not cache.strip()):
+        raise ValueError(f"hardware.compile_cache_dir={cache!r}: expected a directory path (or null: torch's own)")
     from travel.agents.layouts import layout_class
     from travel.logging.tracker import check_logger_options
 

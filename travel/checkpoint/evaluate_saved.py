@@ -89,7 +89,7 @@ def evaluate_saved(run: "Run") -> dict[str, Any]:
         )
     saved = find_saved_actors(target)
     evaluating = Run(saved_run_config(run, saved, _overrides_hardware()), run_dir=str(run.run_dir), score=run.score)
-    evaluating._seed_everything()
+    evaluating._prepare_torch()
     tracker = instantiate(run.cfg.logger)(run_dir=run.run_dir, config=OmegaConf.to_container(evaluating.cfg, resolve=True))
     layout = sampler = None
     try:
