@@ -1,4 +1,5 @@
-"""The static decode steps' model forward through torch.compile (hardware.compile_decode).
+"""Decoding through torch.compile: the static decode steps' model forward (hardware.compile_decode), each
+prompt's prefill (hardware.compile_prefill), and where a run keeps compiled code, the updates' too (hardware.compile_cache_dir).
 
 A CUDA graph replays a step with one launch, but every kernel of the step still runs: about 55 per layer
 (54 counted on SmolLM2), most of them elementwise kernels of a few microseconds however little they touch
@@ -73,7 +74,7 @@ class CompiledForward:
 
 
 def use_compile_cache(directory: str | None) -> Path | None:
-    """hardware.compile_cache_dir: TorchInductor keeps its compiled graphs and their Triton kernels in `directory`
+    """hardware.compile_cache_dir: TorchInductor keeps its compiled graphs and their kernels in `directory`
     (`~` expanded, created) for this process and the ones it starts, so a later process that compiles the same
     graphs loads them instead (torch's own cache, keyed by graph, torch version and device). None leaves torch's
     choice: TORCHINDUCTOR_CACHE_DIR where set, else a folder in the temporary directory, which a cluster may wipe
