@@ -1,5 +1,6 @@
 """Decoding through torch.compile: the static decode steps' model forward (hardware.compile_decode), each
-prompt's prefill (hardware.compile_prefill), and where a run keeps compiled code, the updates' too (hardware.compile_cache_dir).
+prompt's prefill (hardware.compile_prefill), and where a run keeps compiled code, the updates' too
+(hardware.compile_cache_dir).
 
 A CUDA graph replays a step with one launch, but every kernel of the step still runs: about 55 per layer
 (54 counted on SmolLM2), most of them elementwise kernels of a few microseconds however little they touch
