@@ -9,7 +9,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bench import actor_offload, decode_loop, generation, measure, preference_collection, prefix_attention, train_step, update
+from bench import (
+    actor_offload, decode_loop, generation, matmul_floor, measure, preference_collection, prefix_attention, train_step, update,
+)
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 
@@ -164,6 +166,23 @@ def test_the_prefix_attention_benchmark_times_the_split_kernel_for_one_prompt(ca
     assert [row[0].strip().split(" ")[0] for row in rows] == ["chunked_flash", "split_flash"]
     for row in rows:
         assert float(row[1]) > 0 and float(row[3]) < 1e-5
+
+
+def test_the_matmul_floor_benchmark_times_each_projection_and_the_whole_step_per_row_count(capsys):
+    shape = ["--layers", "2", "--hidden", "128", "--intermediate", "256", "--query-heads", "4", "--kv-heads", "2",
+             "--head-dim", "32", "--vocab", "512"]
+    code = matmul_floor.main(["--device", "cpu", "--dtype", "float32", "--rows", "1,3", "--repeat", "1", *shape])
+    assert code == 0
+    out = capsys.readouterr().out
+    megabytes = {"q/k/v": 128 * 256 * 4e-6, "o": 128 * 128 * 4e-6, "gate/up": 128 * 512 * 4e-6, "down": 256 * 128 * 4e-6,
+                 "output head": 512 * 128 * 4e-6}
+    megabytes["step"] = 2 * (megabytes["q/k/v"] + megabytes["o"] + megabytes["gate/up"] + megabytes["down"]) + megabytes["output head"]
+    assert f"a step reads {megabytes['step']:,.1f} MB of weights" in out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| F.linear")]
+    assert [row[1].strip() for row in rows] == ["q/k/v", "o", "gate/up", "down", "output head", "step"] * 2
+    for row in rows:
+        assert float(row[2]) == pytest.approx(megabytes[row[1].strip()], abs=0.006)
+        assert float(row[3].replace(",", "")) > 0 and float(row[4].replace(",", "")) > 0
 
 
 def test_the_decode_loop_benchmark_times_the_eager_and_the_compiled_loop(capsys):

@@ -11,7 +11,7 @@ import torch
 from tests.generation.test_prefix_attention import concatenated, written_inputs
 from travel.generation.prefix_attention import joint_softmax_attention
 from travel.generation.prefix_packing import pack_prefix, prefix_chunks, prompt_tokens
-from travel.generation.triton_split import split_triton_attention
+from travel.generation.triton_split import LARGEST_CHUNK_TILE, chunk_tiles, split_triton_attention
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
 
@@ -43,9 +43,21 @@ def test_the_two_kernels_are_the_joint_softmax_over_prefix_and_written_suffix(pr
     torch.testing.assert_close(got.double(), concatenated(*inputs), atol=tolerance, rtol=tolerance)
 
 
+@pytest.mark.parametrize("queries,largest,tiles", [
+    (4, 64, (16, 1, 0)), (48, 64, (64, 1, 0)), (64, 64, (64, 1, 0)), (80, 64, (64, 1, 16)), (128, 64, (64, 2, 0)),
+    (160, 64, (64, 2, 32)), (80, 128, (128, 1, 0)), (300, 128, (128, 2, 64)),
+])
+def test_a_chunks_queries_take_full_tiles_and_a_tail_of_the_power_of_two_that_holds_the_rest(queries, largest, tiles):
+    assert chunk_tiles(queries, largest) == tiles
+
+
+def test_twenty_candidates_of_four_query_heads_compute_sixty_four_and_sixteen_rows():
+    assert LARGEST_CHUNK_TILE == 64 and chunk_tiles(20 * 4) == (64, 1, 16)
+
+
 def test_queries_beyond_one_tile_are_split_into_blocks():
-    """A prompt's 20 rows x 2 heads x 4 jump positions (160 queries) take two query blocks of the prefix kernel, and
-    a row's 4 heads x 40 positions (160) two blocks of its suffix and of the merge."""
+    """A prompt's 20 rows x 2 heads x 4 jump positions (160 queries) take two full query tiles of the prefix kernel
+    and a tail tile, and a row's 4 heads x 40 positions (160) three blocks of its suffix and ten of the merge."""
     for per_kv, positions, repeats in ((2, 4, 20), (4, 40, 2)):
         inputs, written = written_inputs(1, repeats, per_kv, positions, capacity=48, width=40)
         torch.testing.assert_close(packed_call(inputs, written, 2).double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)

@@ -5,29 +5,27 @@ every chunk's queries out first, and the merges are elementwise kernels of their
 layer, each a few microseconds, for a read of the prompt's keys that the GPU's bandwidth does in about six at 20
 candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer:
 
-1. `_partials_kernel`, program (query block, unit, key/value head). A unit reads a prefix chunk, a row's suffix
-   or both. For a chunk, the queries of the chunk's prompt that use that key/value head (its K candidates x the
-   group, read in place from the step's query tensor) attend the chunk's packed prefix keys (`PrefixChunks`); for a
-   suffix, the row's queries attend its own written columns (`WrittenSuffix`, causal to the written end). Each writes
-   its output normalised over its keys, in the queries' dtype (as vLLM's split-KV kernel does), and the base-2
-   log-sum-exp in float32. Every row's suffix has a unit of its own after the chunks', except in one 128-row query
-   tile (65 to 128 queries per prompt and key/value head, e.g. 20 candidates of Qwen3-4B): such a program takes a
-   multiprocessor's registers (255 per thread at 8 warps), so one prompt's 16 x 8 chunk programs fill an H200's 132
-   and 20 x 8 suffix programs more made three waves. There each chunk's program reads up to `SUFFIXES_PER_UNIT` rows'
-   suffixes after its chunk (H200, 36 layers alone, 20 candidates, 128 suffix columns written: 0.97 against 1.04
-   ms per step). With smaller tiles several programs share a multiprocessor, and the suffixes' own programs ran
-   faster (all tiles so: one candidate 0.60 against 0.56 ms, a MAGRPO buffer 3.14 against 2.91; a loop over rows in
-   every program spilled registers, hence the constexpr `CHUNKS_READ_SUFFIXES`).
+1. `_partials_kernel`, program (query block, unit, key/value head). A unit is a prefix chunk or a row's suffix.
+   For a chunk, the queries of the chunk's prompt that use that key/value head (its K candidates x the group, read
+   in place from the step's query tensor) attend the chunk's packed prefix keys (`PrefixChunks`); for a suffix, the
+   row's queries attend its own written columns (`WrittenSuffix`, causal to the written end). Each writes its
+   output normalised over its keys, in the queries' dtype (as vLLM's split-KV kernel does), and the base-2
+   log-sum-exp in float32. A chunk's queries take tiles of at most `LARGEST_CHUNK_TILE` rows and a tail tile of
+   the power of two that holds the rest (`chunk_tiles`): 20 candidates x 4 query heads (80) compute 64 + 16 rows,
+   where one 128-row tile took a multiprocessor's registers and computed 48 rows of padding (H200, 36 layers alone,
+   128 suffix columns written: 0.906 against 0.952 ms per step, and 1.323 against 1.642 at 40 candidates). The
+   128-row tiles had each chunk's program read a few rows' suffixes after its chunk, since their 16 x 8 chunk
+   programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
 2. `_merge_kernel`, program (query block of at most `MERGE_ROWS`, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
-queries in blocks of 16 to 128 rows, as few as hold them: a chunk's queries (K candidates x the group) and a row's
-suffix queries (the group) each in a tile of their own size. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms
-per step for 20 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41; 1.11 with the suffix's own tile,
-0.97 with the chunk programs reading the suffixes, 128 columns written), 0.56 for one (joint softmax 1.82, floor
-0.22), 3.55 for a MAGRPO buffer of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
+queries in blocks of 16 to 64 rows: a chunk's queries (K candidates x the group) and a row's suffix queries (the
+group) each in tiles of their own size. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms per step for 20
+candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41, the whole 1,024 columns; 0.906 with the tiles
+above, floor 0.294 at 128 columns written), 0.56 for one (joint softmax 1.82, floor 0.22), 3.55 for a MAGRPO buffer
+of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
 """
@@ -47,12 +45,30 @@ STAGES = 3  # software-pipelined key blocks in flight per program
 # the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32, 64 or 128
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
 MERGE_ROWS = 16
-SUFFIXES_PER_UNIT = 2  # with 128-row query tiles, the most row suffixes one program reads after its prefix chunk
+LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
 
 if triton is not None:
     import triton.language as tl
 
     from travel.generation.triton_varlen import attend_keys  # the online softmax the kernels below share
+
+    def _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, m, d,
+                    stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
+                    stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
+                    GROUP: tl.constexpr, TILE_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+        """Prefix chunk `unit`'s queries `m` (a tile of TILE_M) of key/value head `kv_head`: query m of the chunk's
+        prompt is row prompt x repeats + m // GROUP, group entry m % GROUP. Writes their part and log-sum-exp."""
+        valid = m < repeats * GROUP
+        row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
+        q = tl.load(Q + row[:, None] * stride_qr + kv_head * stride_qh + (m % GROUP)[:, None] * stride_qg + d[None, :],
+                    mask=valid[:, None], other=0.0)
+        k_start = tl.load(chunk_offsets + unit).to(tl.int64)  # 64-bit: token x stride can pass 2**31
+        k_count = tl.load(chunk_offsets + unit + 1) - k_start
+        out, lse = attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
+                                stride_kt, stride_vt, k_count, m, scale_log2, False, TILE_M, BLOCK_N, HEAD_DIM)
+        tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
+                 out.to(PART.dtype.element_ty), mask=valid[:, None])
+        tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
 
     def _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, row, kv_head, m, valid, d,
                      stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
@@ -73,40 +89,28 @@ if triton is not None:
         stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
-        scale_log2, chunk_count, per_prompt, repeats, rows,
-        GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, SUFFIX_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        HEAD_DIM: tl.constexpr, CHUNKS_READ_SUFFIXES: tl.constexpr,
+        scale_log2, chunk_count, per_prompt, repeats, full_blocks,
+        GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, SUFFIX_M: tl.constexpr,
+        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
     ):
         block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         d = tl.arange(0, HEAD_DIM)
-        if unit < chunk_count:
-            m = block * BLOCK_M + tl.arange(0, BLOCK_M)
-            # a prefix chunk: query m of its prompt is row prompt x repeats + m // GROUP, group entry m % GROUP
-            valid = m < repeats * GROUP
-            row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
-            q = tl.load(Q + row[:, None] * stride_qr + kv_head * stride_qh + (m % GROUP)[:, None] * stride_qg + d[None, :],
-                        mask=valid[:, None], other=0.0)
-            k_start = tl.load(chunk_offsets + unit).to(tl.int64)  # 64-bit: token x stride can pass 2**31
-            k_count = tl.load(chunk_offsets + unit + 1) - k_start
-            out, lse = attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
-                                    stride_kt, stride_vt, k_count, m, scale_log2, False, BLOCK_M, BLOCK_N, HEAD_DIM)
-            tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
-                     out.to(PART.dtype.element_ty), mask=valid[:, None])
-            tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
-        # then a row's suffix, in tiles of its own size (SUFFIX_M, at most BLOCK_M): group entry m is query head
-        # m // POSITIONS at new position m % POSITIONS, which sees the row's written columns up to its own (causal,
-        # aligned to the written end)
-        m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
-        valid = m < GROUP
-        if CHUNKS_READ_SUFFIXES:  # rows unit, unit + units, ...
-            if block * SUFFIX_M < GROUP:
-                for suffix_row in range(unit, rows, tl.num_programs(1)):
-                    _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, suffix_row + tl.zeros((), tl.int64), kv_head, m, valid, d,
-                                 stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
-                                 stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
-                                 POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
-        elif unit >= chunk_count and block * SUFFIX_M < GROUP:  # the row of this unit (a loop here spilled registers)
-            _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, (unit - chunk_count).to(tl.int64), kv_head, m, valid, d,
+        if unit < chunk_count:  # a prefix chunk: a full query tile, or the tail tile after them
+            if block < full_blocks:
+                _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M), d,
+                            stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
+                            GROUP, BLOCK_M, BLOCK_N, HEAD_DIM)
+            elif TAIL_M > 0:
+                _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, full_blocks * BLOCK_M + tl.arange(0, TAIL_M), d,
+                            stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
+                            GROUP, TAIL_M, BLOCK_N, HEAD_DIM)
+        elif block * SUFFIX_M < GROUP:  # the suffix of row unit - chunk_count, in tiles of its own size (at most
+            # BLOCK_M): group entry m is query head m // POSITIONS at new position m % POSITIONS, which sees the row's
+            # written columns up to its own (causal, aligned to the written end)
+            m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
+            _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, (unit - chunk_count).to(tl.int64), kv_head, m, m < GROUP, d,
                          stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
                          stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
                          POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
@@ -140,9 +144,22 @@ if triton is not None:
         out = OUT + row.to(tl.int64) * stride_or + kv_head * stride_oh + g[:, None] * stride_og + d[None, :]
         tl.store(out, (acc / total[:, None]).to(OUT.dtype.element_ty), mask=valid[:, None])
 
+    _chunk_part = triton.jit(_chunk_part)
     _suffix_part = triton.jit(_suffix_part)
     _PARTIALS = triton.jit(_partials_kernel)
     _MERGE = triton.jit(_merge_kernel)
+
+
+def chunk_tiles(queries: int, largest: int | None = None) -> tuple[int, int, int]:
+    """A prompt's `queries` per key/value head in a chunk program's tiles: (rows of a full tile, full tiles, rows
+    of the tail tile after them or 0). Up to `largest` (default `LARGEST_CHUNK_TILE`) queries take one tile of the
+    power of two that holds them (`query_block`); more take full tiles of `largest` and the rest one tile of the
+    power of two that holds it, so 80 queries compute 64 + 16 rows instead of 128."""
+    largest = LARGEST_CHUNK_TILE if largest is None else largest
+    if queries <= largest:
+        return query_block(queries), 1, 0
+    rest = queries % largest
+    return largest, queries // largest, query_block(rest) if rest else 0
 
 
 def split_triton_attention(
@@ -179,17 +196,16 @@ def split_triton_attention(
     suffix_lse = torch.empty((rows, kv_heads, group), dtype=torch.float32, device=per_row.device)
     output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
-    block = query_block(queries)  # its blocks hold a suffix's tiles too (group <= queries)
-    chunks_read_suffixes = block == 128 and queries <= block  # one tile, a program per multiprocessor
-    units = max(chunk_count, -(-rows // SUFFIXES_PER_UNIT)) if chunks_read_suffixes else chunk_count + rows
-    _PARTIALS[(-(-queries // block), units, kv_heads)](
+    block, full_blocks, tail = chunk_tiles(queries)
+    _PARTIALS[(full_blocks + (tail > 0), chunk_count + rows, kv_heads)](
         per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
-        scale / LN2, chunk_count, chunks.per_prompt, repeats, rows,
-        GROUP=group, POSITIONS=written.positions, BLOCK_M=block, SUFFIX_M=query_block(group), BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
-        CHUNKS_READ_SUFFIXES=chunks_read_suffixes, num_warps=4 if block <= 64 else 8, num_stages=STAGES,
+        scale / LN2, chunk_count, chunks.per_prompt, repeats, full_blocks,
+        GROUP=group, POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=min(query_block(group), block),
+        BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
+        num_warps=4 if block <= 64 else 8, num_stages=STAGES,
     )
     block = min(query_block(group), MERGE_ROWS)
     _MERGE[(-(-group // block), rows, kv_heads)](
