@@ -35,7 +35,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
 
 | shape | joint_softmax | chunked_flash | split_flash | chunked_triton | split_triton |
 | --- | ---: | ---: | ---: | ---: | ---: |
-| 20 candidates of a 6,000-token prompt (floor 0.41) | 5.22 | 4.36 | 2.85 | 3.32-3.77 | 1.26 (0.97 now, `triton_split.py`) |
+| 20 candidates of a 6,000-token prompt (floor 0.41) | 5.22 | 4.36 | 2.85 | 3.32-3.77 | 1.26 (0.906 now, 128 suffix columns written, `triton_split.py`) |
 | 1 candidate of it (floor 0.22) | 1.81 | 2.94 | 1.83 | 2.51 | 0.56 |
 | 10 prompts of 7,450 tokens x 4 candidates, a MAGRPO buffer (floor 3.24) | 16.90 | 9.59 | - | 5.88 | 3.55 |
 
