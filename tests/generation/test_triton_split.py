@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.generation.test_prefix_attention import concatenated, written_inputs
+from tests.generation.triton_interpreter import needs_interpreter
 from travel.generation.prefix_attention import joint_softmax_attention
 from travel.generation.prefix_packing import pack_prefix, prefix_chunks, prompt_tokens
 from travel.generation.triton_split import LARGEST_CHUNK_TILE, chunk_tiles, split_triton_attention
@@ -31,6 +32,7 @@ def packed_call(inputs, written, per_prompt=None, poison=True, one_wave=True):
     return split_triton_attention(per_row, *packed, chunks, *suffix, None, scale, repeats, written)
 
 
+@needs_interpreter
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
 @pytest.mark.parametrize("per_prompt", [1, 3], ids=["one-chunk", "three-chunks"])
 @pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(2, 3, 2, 1), (1, 1, 4, 1), (2, 2, 2, 5), (1, 20, 4, 1)],
@@ -55,6 +57,7 @@ def test_twenty_candidates_of_four_query_heads_compute_sixty_four_and_sixteen_ro
     assert LARGEST_CHUNK_TILE == 64 and chunk_tiles(20 * 4) == (64, 1, 16)
 
 
+@needs_interpreter
 def test_queries_beyond_one_tile_are_split_into_blocks():
     """A prompt's 20 rows x 2 heads x 4 jump positions (160 queries) take two full query tiles of the prefix kernel
     and a tail tile, and a row's 4 heads x 40 positions (160) three blocks of its suffix and ten of the merge."""

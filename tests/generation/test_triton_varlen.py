@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.generation.triton_interpreter import needs_interpreter
 from travel.generation.flash_calls import varlen_reference
 from travel.generation.triton_varlen import query_block, triton_runs, triton_varlen
 
@@ -25,10 +26,12 @@ def offsets(*values, device="cpu"):
     return torch.tensor(values, dtype=torch.int32, device=device)
 
 
+@needs_interpreter
 def test_the_cpu_tests_run_the_kernel_itself():
     assert triton_runs(torch.zeros(1)), "TRITON_INTERPRET=1 (tests/conftest.py) runs the Triton kernel on CPU tensors"
 
 
+@needs_interpreter
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
 @pytest.mark.parametrize("causal,used", [(False, False), (True, True), (True, False), (False, True)],
                          ids=["plain", "causal-used", "causal", "used"])
@@ -44,6 +47,7 @@ def test_each_sequence_attends_its_own_keys_like_flash_attention(causal, used, d
     torch.testing.assert_close(got_lse, expected_lse, atol=1e-5, rtol=1e-5)
 
 
+@needs_interpreter
 def test_keys_past_the_used_ones_are_never_read():
     query, key, value = sequences()
     q_offsets, k_offsets, used_keys = offsets(0, 4, 9), offsets(0, 100, 200), offsets(37, 64)
@@ -57,6 +61,7 @@ def test_keys_past_the_used_ones_are_never_read():
     torch.testing.assert_close(lse, expected_lse, atol=1e-5, rtol=1e-5)
 
 
+@needs_interpreter
 def test_strided_token_major_views_are_read_in_place():
     """The suffix buffers are (rows, capacity, kv heads, dim) storage; the prefix queries are a per-chunk copy. Views
     whose token stride is not heads x dim give the same attention as their contiguous copies."""
@@ -70,6 +75,7 @@ def test_strided_token_major_views_are_read_in_place():
     assert torch.equal(got, expected) and torch.equal(lse, expected_lse)
 
 
+@needs_interpreter
 def test_a_query_that_sees_no_key_has_zero_output_and_minus_infinite_lse():
     query, key, value = sequences(tokens=2, keys=10)
     got, lse = triton_varlen(query, key, value, offsets(0, 1, 2), offsets(0, 5, 10), 1, 5, 0.3, False, offsets(0, 5))
