@@ -150,12 +150,11 @@ if triton is not None:
     _MERGE = triton.jit(_merge_kernel)
 
 
-def chunk_tiles(queries: int, largest: int | None = None) -> tuple[int, int, int]:
+def chunk_tiles(queries: int, largest: int = LARGEST_CHUNK_TILE) -> tuple[int, int, int]:
     """A prompt's `queries` per key/value head in a chunk program's tiles: (rows of a full tile, full tiles, rows
-    of the tail tile after them or 0). Up to `largest` (default `LARGEST_CHUNK_TILE`) queries take one tile of the
-    power of two that holds them (`query_block`); more take full tiles of `largest` and the rest one tile of the
-    power of two that holds it, so 80 queries compute 64 + 16 rows instead of 128."""
-    largest = LARGEST_CHUNK_TILE if largest is None else largest
+    of the tail tile after them or 0). Up to `largest` queries take one tile of the power of two that holds them
+    (`query_block`); more take full tiles of `largest` and the rest one tile of the power of two that holds it, so
+    80 queries compute 64 + 16 rows instead of 128."""
     if queries <= largest:
         return query_block(queries), 1, 0
     rest = queries % largest
