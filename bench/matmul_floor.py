@@ -7,9 +7,10 @@ layer has matrices of its own (so no layer reads another's from the L2 cache), i
 by default). All layers' matmuls of one projection run as one captured CUDA graph, and so does a whole step's (every
 layer's four and the output head, in order), timed over `--repeat` replays. The floor is the bytes read at
 `--bandwidth` GB/s. `--autotune` times TorchInductor's max-autotune choice of kernel (cuBLAS or its Triton
-templates) as well.
+templates) as well, and `--split-k` the split-K kernel of `hardware.decode_matmul=split_k`
+(travel/generation/skinny_matmul.py).
 
-    python bench/matmul_floor.py --rows 1,20
+    python bench/matmul_floor.py --rows 1,20 --split-k
     python bench/matmul_floor.py --rows 20 --autotune
 """
 
@@ -27,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.measure import time_step
+from travel.generation.skinny_matmul import SplitPlan, skinny_linear, split_k_counts
 
 
 def projections(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
@@ -48,6 +50,20 @@ def autotuned() -> object:
     return torch.compile(linear, dynamic=False, options={"max_autotune": True, "triton.cudagraphs": False})
 
 
+def split_k(device: torch.device) -> object:
+    """The split-K kernel, each matrix with the plan of its shape on `device` and counters of its own."""
+    processors = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
+    plans: dict[int, tuple[SplitPlan, torch.Tensor | None]] = {}
+
+    def product(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if id(weight) not in plans:
+            plan = SplitPlan.of(weight.shape[0], weight.shape[1], processors)
+            plans[id(weight)] = plan, split_k_counts(plan, weight.shape[0], weight.device)
+        return skinny_linear(rows, weight, None, *plans[id(weight)])
+
+    return product
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -63,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--bandwidth", type=float, default=4300.0, help="GB/s the floor assumes (4,300 measured on an H200)")
     parser.add_argument("--autotune", action="store_true", help="also TorchInductor's max-autotune kernels")
+    parser.add_argument("--split-k", action="store_true", help="also the split-K kernel (hardware.decode_matmul=split_k)")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     generator = torch.Generator(device=device).manual_seed(0)
@@ -79,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     methods = {"F.linear": linear}  # cuBLAS on a GPU
     if args.autotune:
         methods["max-autotune"] = autotuned()
+    if args.split_k:
+        methods["split-K"] = split_k(device)
     print(f"{args.layers} layers, hidden {args.hidden}, intermediate {args.intermediate}, {args.query_heads}/{args.kv_heads} "
           f"heads x {args.head_dim}, vocab {args.vocab}, {dtype} on {device}; a step reads {step_bytes / 1e6:,.1f} MB of weights, "
           f"floor {step_bytes / (args.bandwidth * 1e9) * 1e3:.3f} ms at {args.bandwidth:,.0f} GB/s")

@@ -3,8 +3,8 @@
 An item is `BACKEND[:LAYOUT[:COMPUTE[:WEIGHTS]]][+OPTION...]`: the step backend (eager, static, cuda_graph), the
 prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for one candidate; empty: the decoder's
 choice), the compute dtype (e.g. bfloat16), the decode weights (`copy` or `fused`), then options: `+jump` (forced
-runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill) and a prefix kernel
-by name (`+joint_softmax`, `+split_triton`, ...; the last one named wins).
+runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill), `+cublas` (the
+fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas) and a prefix kernel by name (`+joint_softmax`, `+split_triton`, ...; the last one named wins).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
-OPTIONS = ("jump", "compile", "prefill")
+OPTIONS = ("jump", "compile", "prefill", "cublas")
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
 
 
@@ -60,6 +60,7 @@ class StepBackend:
             "compile_decode": "compile" in self.options,
             "compile_prefill": "prefill" in self.options,
             "prefix_attention": self.kernel,
+            "decode_matmul": "cublas" if "cublas" in self.options else "split_k",
         }
 
     def label(self) -> str:
@@ -67,6 +68,7 @@ class StepBackend:
         label += f", {self.compute} compute" if self.compute else ""
         label += f", {self.compute} weight copy" if self.weights == "copy" else ""
         label += ", fused q/k/v and gate/up weights" if self.weights == "fused" else ""
+        label += ", matmuls by cuBLAS" if "cublas" in self.options else ""
         label += ", forced runs in one step" if "jump" in self.options else ""
         label += ", compiled forward" if "compile" in self.options else ""
         label += ", compiled prefill" if "prefill" in self.options else ""

@@ -36,6 +36,7 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["hardware.compute_dtype=fp8"], "hardware.compute_dtype='fp8'"),
         (["hardware.decode_weights=bf16"], "hardware.decode_weights='bf16'"),
         (["hardware.decode_weights=copy"], "hardware.decode_weights=copy needs hardware.compute_dtype"),
+        (["hardware.decode_matmul=cutlass"], "hardware.decode_matmul='cutlass'"),
         (["hardware.offload_inactive_actor=maybe"], "hardware.offload_inactive_actor='maybe'"),
         (["generation.greedy_eval=3"], "generation.greedy_eval=3"),
         (["generation.jump_forced=2"], "generation.jump_forced=2"),

@@ -171,15 +171,18 @@ def test_the_prefix_attention_benchmark_times_the_split_kernel_for_one_prompt(ca
 def test_the_matmul_floor_benchmark_times_each_projection_and_the_whole_step_per_row_count(capsys):
     shape = ["--layers", "2", "--hidden", "128", "--intermediate", "256", "--query-heads", "4", "--kv-heads", "2",
              "--head-dim", "32", "--vocab", "512"]
-    code = matmul_floor.main(["--device", "cpu", "--dtype", "float32", "--rows", "1,3", "--repeat", "1", *shape])
+    code = matmul_floor.main(["--device", "cpu", "--dtype", "float32", "--rows", "1,3", "--repeat", "1", "--split-k", *shape])
     assert code == 0
     out = capsys.readouterr().out
     megabytes = {"q/k/v": 128 * 256 * 4e-6, "o": 128 * 128 * 4e-6, "gate/up": 128 * 512 * 4e-6, "down": 256 * 128 * 4e-6,
                  "output head": 512 * 128 * 4e-6}
     megabytes["step"] = 2 * (megabytes["q/k/v"] + megabytes["o"] + megabytes["gate/up"] + megabytes["down"]) + megabytes["output head"]
     assert f"a step reads {megabytes['step']:,.1f} MB of weights" in out
-    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| F.linear")]
-    assert [row[1].strip() for row in rows] == ["q/k/v", "o", "gate/up", "down", "output head", "step"] * 2
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith(("| F.linear", "| split-K"))]
+    assert [(row[0].strip(), row[1].strip()) for row in rows] == [
+        (method, name) for method in ("F.linear", "split-K")
+        for name in ("q/k/v", "o", "gate/up", "down", "output head", "step")
+    ] * 2
     for row in rows:
         assert float(row[2]) == pytest.approx(megabytes[row[1].strip()], abs=0.006)
         assert float(row[3].replace(",", "")) > 0 and float(row[5].replace(",", "")) > 0  # us per call, x floor

@@ -17,6 +17,7 @@ def test_an_item_sets_every_part_it_names():
     assert step.decoder_settings() == {
         "step_backend": "cuda_graph", "share_prompt_cache": "always", "compute_dtype": None, "decode_weights": "fused",
         "jump_forced": False, "compile_decode": True, "compile_prefill": True, "prefix_attention": "joint_softmax",
+        "decode_matmul": "split_k",
     }
     assert step.compiles
     assert step.label() == (
@@ -31,6 +32,8 @@ def test_a_bare_backend_keeps_the_decoders_defaults():
     assert {name: settings[name] for name in settings if name != "step_backend"} == {
         name: defaults[name] for name in settings if name != "step_backend"
     }
+    assert StepBackend.parse("cuda_graph:shared::fused+cublas").decoder_settings()["decode_matmul"] == "cublas"
+    assert StepBackend.parse("cuda_graph:shared::fused+cublas").label().endswith("gate/up weights, matmuls by cuBLAS")
     assert not StepBackend.parse("static+jump").compiles
     assert StepBackend.parse("static+prefill").compiles
     assert StepBackend.parse("cuda_graph:repeated:bfloat16:copy+jump").label() == (
@@ -41,7 +44,7 @@ def test_a_bare_backend_keeps_the_decoders_defaults():
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +" + ", +".join(PREFIX_KERNELS)),
+        ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

@@ -171,6 +171,7 @@ def build_layout(
             decode_weights=str(hardware.get("decode_weights", "master")),
             compile_decode=bool(hardware.get("compile_decode", False)),
             compile_prefill=bool(hardware.get("compile_prefill", False)),
+            decode_matmul=str(hardware.get("decode_matmul", "split_k")),
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
         actors.append(

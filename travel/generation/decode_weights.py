@@ -15,7 +15,8 @@ rounding, not bit for bit.
 
 `hardware.decode_weights=fused` builds the same copy (in `hardware.compute_dtype`, or in the weights' own dtype
 without one) with each decoder layer's q/k/v and gate/up projections stored as one matrix, which a decode step
-reads in one matmul (travel/generation/fused_projections.py).
+reads in one matmul (travel/generation/fused_projections.py); their matmuls of a few rows run the split-K kernel of
+travel/generation/skinny_matmul.py on a GPU unless `hardware.decode_matmul=cublas`.
 
 A parameter that is in the copy's dtype already (every one of a bf16 model's but the fused projections) is not
 copied: the copy holds the master's parameter itself. So a fused copy of a bf16 4B model takes the memory of its
@@ -38,10 +39,10 @@ class DecodeWeights:
     """`refreshed(model)` returns the compute-dtype copy of `model`, its parameters equal to the model's now.
 
     `dtype` None keeps each parameter's own dtype; `fuse` reads each layer's q/k/v and gate/up projections as one
-    matrix (travel/generation/fused_projections.py)."""
+    matrix (travel/generation/fused_projections.py), whose layers' matmuls run `matmul` (hardware.decode_matmul)."""
 
-    def __init__(self, dtype: torch.dtype | None, fuse: bool = False):
-        self.dtype, self.fuse = dtype, fuse
+    def __init__(self, dtype: torch.dtype | None, fuse: bool = False, matmul: str = "split_k"):
+        self.dtype, self.fuse, self.matmul = dtype, fuse, matmul
         self._copy: Any = None
         self._targets: dict[str, torch.Tensor] = {}  # the copy's own parameters, refreshed from the master's
         self._shared: dict[str, torch.nn.Parameter] = {}  # the master's parameters the copy reads as they are
@@ -82,5 +83,5 @@ class DecodeWeights:
         # the master's names, taken before the fused modules wrap the copy's
         targets = {name: target for name, target in clone.named_parameters() if name not in shared}
         if fused is not None:
-            install(clone, fused)
+            install(clone, fused, self.matmul)
         self._copy, self._targets, self._shared = clone, targets, shared

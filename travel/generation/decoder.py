@@ -44,6 +44,7 @@ from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.generation.sampling import validate_sampling
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
 from travel.generation.skeleton import SlotPlan, build_slot_plan
+from travel.generation.skinny_matmul import DECODE_MATMULS
 from travel.generation.static_step import (
     StaticDecodeStep,
     aligned_capacity,
@@ -57,7 +58,7 @@ PROMPT_CACHE_SHARING = ("auto", "always", "never")
 VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
             "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced",
-            "compile_decode", "compile_prefill", "prefix_attention")  # what `with_model` copies
+            "compile_decode", "compile_prefill", "prefix_attention", "decode_matmul")  # what `with_model` copies
 
 
 class StructuredDecoder:
@@ -79,6 +80,7 @@ class StructuredDecoder:
         compile_decode: bool = False,
         compile_prefill: bool = False,
         prefix_attention: str = "auto",
+        decode_matmul: str = "split_k",
     ) -> None:
         """`fill_budget` (benchmarks only): values never close voluntarily and have no token cap, and the
         loop runs all `max_new_tokens` steps, so every row does the full budget of decode steps.
@@ -98,6 +100,9 @@ class StructuredDecoder:
         in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py), `fused` over
         such a copy (in the weights' dtype without `compute_dtype`) whose layers read their q/k/v and their gate/up
         projections as one matrix each (travel/generation/fused_projections.py).
+        `decode_matmul`: with `decode_weights=fused`, the kernel of those layers' matmuls of at most 16 rows (a
+        decode step's, on a GPU in half precision): `split_k`, a Triton kernel that reads the small matrices nearer
+        the bandwidth than cuBLAS (travel/generation/skinny_matmul.py), or `cublas` (F.linear).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
@@ -125,6 +130,8 @@ class StructuredDecoder:
             raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
         if decode_weights == "copy" and compute_dtype is None:
             raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
+        if decode_matmul not in DECODE_MATMULS:
+            raise ValueError(f"hardware.decode_matmul={decode_matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
         if prefix_attention not in PREFIX_KERNELS:
             raise ValueError(f"prefix_attention={prefix_attention!r}: choose one of {', '.join(PREFIX_KERNELS)}")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
@@ -145,12 +152,13 @@ class StructuredDecoder:
         self.compile_decode = bool(compile_decode)
         self.compile_prefill = bool(compile_prefill)
         self.prefix_attention = prefix_attention
+        self.decode_matmul = decode_matmul
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
         self.last_phases: PhaseClock | None = None  # the seconds of its phases: weights, prefill, decode
         self._weights = None
         if decode_weights != "master":
             dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
-            self._weights = DecodeWeights(dtype, fuse=decode_weights == "fused")
+            self._weights = DecodeWeights(dtype, fuse=decode_weights == "fused", matmul=decode_matmul)
         if decode_weights == "fused":
             decoder_layers(model)  # a model whose layers cannot be fused fails here, not at its first decode
         self._tries = TrieCache(tokenizer)

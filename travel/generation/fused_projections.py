@@ -12,7 +12,9 @@ those views as its projections' parameters, so refreshing the copy from the mast
 `install` then wraps each layer's attention and MLP of the copy: `FusedAttention` is transformers' attention of the
 Llama family (Llama, Qwen2, Qwen3: optional q/k norms and biases) with the three projections as one, `FusedMLP` the
 gated MLP with gate and up as one; norms, rotary embedding, the cache, the attention function (the decoder's
-registered ones included) and the output projections are the wrapped module's own.
+registered ones included) and the output projections' weights are the wrapped module's own. Their four matmuls run
+through `DecodeMatmul`: in a decode step on a GPU, a split-K Triton kernel (hardware.decode_matmul,
+travel/generation/skinny_matmul.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+
+from travel.generation.skinny_matmul import DecodeMatmul
 
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
@@ -91,7 +94,7 @@ class FusedStorage:
 class FusedAttention(torch.nn.Module):
     """`attention` (a Llama-family attention module) with its q, k and v projections read as one matrix."""
 
-    def __init__(self, attention: Any, fused: FusedMatrix):
+    def __init__(self, attention: Any, fused: FusedMatrix, matmul: str = "split_k"):
         super().__init__()
         self.attention = attention
         if hasattr(attention, "layer_idx"):  # what the shared-prefix step finds a layer's prefix by
@@ -99,6 +102,7 @@ class FusedAttention(torch.nn.Module):
         self.register_buffer("qkv_weight", fused.weight, persistent=False)
         self.register_buffer("qkv_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes
+        self.qkv_matmul, self.o_matmul = DecodeMatmul(fused.weight, matmul), DecodeMatmul(attention.o_proj.weight, matmul)
         modeling = sys.modules[type(attention).__module__]
         self.rotate, self.eager_attention = modeling.apply_rotary_pos_emb, modeling.eager_attention_forward
         self.attention_functions = modeling.ALL_ATTENTION_FUNCTIONS  # the registry the wrapped module reads
@@ -111,7 +115,7 @@ class FusedAttention(torch.nn.Module):
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, attention.head_dim)
-        parts = F.linear(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
+        parts = self.qkv_matmul(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
         query, key, value = (part.view(hidden_shape) for part in parts)
         if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
             query, key = attention.q_norm(query), attention.k_norm(key)
@@ -129,26 +133,30 @@ class FusedAttention(torch.nn.Module):
             attention, query, key, value, attention_mask,
             dropout=0.0 if not attention.training else attention.attention_dropout, scaling=attention.scaling, **kwargs,
         )
-        return attention.o_proj(output.reshape(*input_shape, -1).contiguous()), weights
+        output = output.reshape(*input_shape, -1).contiguous()
+        return self.o_matmul(output, attention.o_proj.weight, attention.o_proj.bias), weights
 
 
 class FusedMLP(torch.nn.Module):
     """`mlp` (a gated MLP: down(act(gate(x)) * up(x))) with its gate and up projections read as one matrix."""
 
-    def __init__(self, mlp: Any, fused: FusedMatrix):
+    def __init__(self, mlp: Any, fused: FusedMatrix, matmul: str = "split_k"):
         super().__init__()
         self.mlp = mlp
         self.register_buffer("gate_up_weight", fused.weight, persistent=False)
         self.register_buffer("gate_up_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes
+        self.gate_up_matmul, self.down_matmul = DecodeMatmul(fused.weight, matmul), DecodeMatmul(mlp.down_proj.weight, matmul)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(hidden_states, self.gate_up_weight, self.gate_up_bias).split(self.sizes, -1)
-        return self.mlp.down_proj(self.mlp.act_fn(gate) * up)
+        gate, up = self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias).split(self.sizes, -1)
+        down = self.mlp.down_proj
+        return self.down_matmul(self.mlp.act_fn(gate) * up, down.weight, down.bias)
 
 
-def install(model: Any, storage: FusedStorage) -> None:
-    """Wrap every decoder layer's attention and MLP of `model` (whose projections are `storage`'s views)."""
+def install(model: Any, storage: FusedStorage, matmul: str = "split_k") -> None:
+    """Wrap every decoder layer's attention and MLP of `model` (whose projections are `storage`'s views); `matmul`
+    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py)."""
     for layer, attention, mlp in zip(decoder_layers(model), storage.attention, storage.mlp):
-        layer.self_attn = FusedAttention(layer.self_attn, attention)
-        layer.mlp = FusedMLP(layer.mlp, mlp)
+        layer.self_attn = FusedAttention(layer.self_attn, attention, matmul)
+        layer.mlp = FusedMLP(layer.mlp, mlp, matmul)

@@ -1,0 +1,169 @@
+"""A decode step's weight matmuls of few rows (hardware.decode_matmul=split_k): a split-K Triton kernel that reads
+the small matrices nearer the GPU's bandwidth than cuBLAS.
+
+A decode step multiplies a few rows (one per candidate) by every weight matrix, so a matmul costs the time to read
+its matrix. cuBLAS reads the small ones well below the bandwidth: on an H200 (Qwen3-4B's fused layers, one row) the
+o projection (21 MB) took 10.2 us, 2.1 TB/s, and the down projection 17.6 us, 2.8 TB/s, where 4.3 TB/s is measured.
+Their 2,560 output columns make too few blocks of columns to keep 132 multiprocessors reading. Here program
+(column block, slice) reads `BLOCK_N` columns of the matrix over one of `splits` slices of the inner dimension, so 40
+column blocks x 7 slices fill the GPU about twice (`SplitPlan`). Each program writes its fp32 partial product; the
+last of a column block's programs to finish (a counter per block, which it resets for the next call) adds the
+block's partials in slice order and writes the product in the input's dtype. So the result does not depend on which
+program finished last, and the step's other kernels read the product as they read F.linear's. With one slice the
+program writes the product directly.
+
+Alone, 36 layers' q/k/v, o, gate/up and down matrices (bench/matmul_floor.py --split-k): 2.310 against cuBLAS's
+2.500 ms at 8 rows, 2.405 against 2.540 at 16 (and with the output head 2.418 against 2.679 at one row); in the
+compiled decode step of one candidate of a 6,000-token prompt, one process: 4.31 against 4.59 ms per step (the
+steps alone 3.68 against 3.95; docs/performance.md). `DecodeMatmul` runs it where it pays off (CUDA, half
+precision, at most `MAX_ROWS` rows) and F.linear elsewhere (prefills, jump steps of many positions, 20 candidates,
+the CPU). One rounding of the fp32 sum to the input's dtype is what cuBLAS
+computes up to the order of the additions. Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernel on CPU
+tensors (float32 and float16; its bfloat16 products are not exact), which is how the CPU tests check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from travel.generation.triton_varlen import triton
+
+# rows of one program's tile, padded to 16 for the tensor cores; more rows run F.linear. At 20 rows (a 32-row tile)
+# the kernel read a step's matrices slower than cuBLAS (2.780 against 2.718 ms, H200, output head included)
+MAX_ROWS = 16
+BLOCK_K = 128  # inner-dimension entries per loop iteration
+WAVES = 2  # programs per multiprocessor the slices aim at
+MAX_SPLITS = 8
+DECODE_MATMULS = ("split_k", "cublas")
+
+if triton is not None:
+    import triton.language as tl
+
+    @triton.jit
+    def _split_k_kernel(X, W, BIAS, OUT, PART, COUNTS, rows, columns, inner, stride_xr, stride_wn, stride_or, stride_ps,
+                        stride_pr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, SPLITS: tl.constexpr):
+        """Program (column block, slice): X (rows, inner) times W's columns (W is (columns, inner)) over inner entries
+        slice x SPLIT up to SPLIT more; OUT (rows, columns) gets the sum over the SPLITS slices, plus BIAS."""
+        block, piece = tl.program_id(0), tl.program_id(1)
+        n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        m = tl.arange(0, BLOCK_M)
+        k = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+        for start in range(piece * SPLIT, piece * SPLIT + SPLIT, BLOCK_K):
+            kk = start + k
+            x = tl.load(X + m[:, None] * stride_xr + kk[None, :], mask=(m[:, None] < rows) & (kk[None, :] < inner), other=0.0)
+            w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
+                        mask=(n[:, None] < columns) & (kk[None, :] < inner), other=0.0)
+            acc += tl.dot(x, tl.trans(w))
+        valid = (m[:, None] < rows) & (n[None, :] < columns)
+        out = OUT + m[:, None] * stride_or + n[None, :]
+        bias = tl.load(BIAS + n, mask=n < columns, other=0.0).to(tl.float32) if HAS_BIAS else tl.zeros((BLOCK_N,), tl.float32)
+        if SPLITS == 1:
+            tl.store(out, (acc + bias[None, :]).to(OUT.dtype.element_ty), mask=valid)
+        else:
+            parts = PART + m[:, None] * stride_pr + n[None, :]
+            tl.store(parts + piece * stride_ps, acc, mask=valid)
+            tl.debug_barrier()  # every thread's partial is stored before the counter says so
+            finished = tl.atomic_add(COUNTS + block, 1, sem="acq_rel")  # the block's programs done before this one
+            if finished == SPLITS - 1:  # the last one: the others' partials are visible (acquire, read past L1)
+                total = tl.zeros((BLOCK_M, BLOCK_N), tl.float32) + bias[None, :]
+                for part in tl.static_range(SPLITS):  # in slice order, whichever program finished last
+                    total += tl.load(parts + part * stride_ps, mask=valid, other=0.0, cache_modifier=".cg")
+                tl.store(out, total.to(OUT.dtype.element_ty), mask=valid)
+                tl.store(COUNTS + block, 0)  # ready for the next call
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """How the kernel cuts a (columns, inner) matrix: column blocks of `block_n`, `splits` slices of the inner
+    dimension of `split` entries each (whole loop iterations; the last slice may be shorter), `stages`
+    software-pipelined loads."""
+
+    block_n: int
+    splits: int
+    split: int
+    stages: int
+
+    @classmethod
+    def of(cls, columns: int, inner: int, processors: int) -> "SplitPlan":
+        """Column blocks of 64 (of 32 for the widest matrices, which have blocks enough), and as many slices as take
+        the programs to about WAVES per multiprocessor (H200, Qwen3-4B's shapes: within 3% of the fastest measured)."""
+        block_n = 32 if columns >= 16384 else 64
+        blocks = -(-columns // block_n)
+        splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
+        per_split = -(-inner // splits)
+        split = -(-per_split // BLOCK_K) * BLOCK_K
+        return cls(block_n, -(-inner // split), split, 3)
+
+    def column_blocks(self, columns: int) -> int:
+        return -(-columns // self.block_n)
+
+
+def split_k_counts(plan: SplitPlan, columns: int, device: torch.device) -> torch.Tensor | None:
+    """The zeroed counters of one matrix's column blocks (None with one slice): the kernel leaves them zeroed."""
+    return torch.zeros(plan.column_blocks(columns), dtype=torch.int32, device=device) if plan.splits > 1 else None
+
+
+def skinny_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, plan: SplitPlan, counts: torch.Tensor | None
+) -> torch.Tensor:
+    """F.linear(x, weight, bias) for at most MAX_ROWS rows of x (any leading dims) by the split-K kernel; `counts`
+    is the matrix's `split_k_counts`, which no other call may use at the same time."""
+    if triton is None:
+        raise RuntimeError("hardware.decode_matmul=split_k needs the triton package (pip install triton)")
+    inner, columns = x.shape[-1], weight.shape[0]
+    flat = x.reshape(-1, inner)
+    rows = flat.shape[0]
+    if rows > MAX_ROWS:
+        raise ValueError(f"hardware.decode_matmul=split_k: the kernel takes at most {MAX_ROWS} rows; got {rows}")
+    if flat.stride(-1) != 1 or weight.stride(-1) != 1:
+        raise ValueError("hardware.decode_matmul=split_k: the input's and the weight's last dims must be contiguous")
+    if (plan.splits > 1) != (counts is not None):
+        raise ValueError(f"hardware.decode_matmul=split_k: a plan of {plan.splits} slices takes counters exactly when it has several")
+    output = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
+    parts = torch.empty((plan.splits, rows, columns) if plan.splits > 1 else (1, 1, 1), dtype=torch.float32, device=x.device)
+    _split_k_kernel[(plan.column_blocks(columns), plan.splits)](
+        flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else parts,
+        rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(1),
+        HAS_BIAS=bias is not None, BLOCK_M=MAX_ROWS, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split, SPLITS=plan.splits,
+        num_warps=4, num_stages=plan.stages,
+    )
+    return output.view(*x.shape[:-1], columns)
+
+
+def split_k_runs(x: torch.Tensor) -> bool:
+    """Whether a `DecodeMatmul` with a plan runs the kernel for `x`: half precision on a GPU, at most MAX_ROWS rows.
+    Tensor attributes and sizes alone, which torch.compile reads as constants of the step."""
+    return triton is not None and x.is_cuda and x.dtype in (torch.float16, torch.bfloat16) and x.numel() // x.shape[-1] <= MAX_ROWS
+
+
+def split_plan(weight: torch.Tensor, matmul: str) -> SplitPlan | None:
+    """The plan of `weight` (columns, inner) for the kernel, or None where its matmuls run F.linear alone:
+    `matmul="cublas"`, a weight off the GPU, no triton."""
+    if matmul not in DECODE_MATMULS:
+        raise ValueError(f"hardware.decode_matmul={matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
+    if matmul == "cublas" or triton is None or not weight.is_cuda:
+        return None
+    processors = torch.cuda.get_device_properties(weight.device).multi_processor_count
+    return SplitPlan.of(weight.shape[0], weight.shape[1], processors)
+
+
+class DecodeMatmul(torch.nn.Module):
+    """F.linear(x, weight, bias) of one matrix of the decode weights' layers (the weight is the caller's, passed at
+    every call): by the kernel where the matrix has a plan (found when the layers are built, not in a step) and
+    `split_k_runs(x)`, else F.linear. Holds the matrix's counters as a buffer, so each matrix has its own."""
+
+    def __init__(self, weight: torch.Tensor, matmul: str = "split_k"):
+        super().__init__()
+        self.plan = split_plan(weight, matmul)
+        counts = split_k_counts(self.plan, weight.shape[0], weight.device) if self.plan is not None else None
+        self.register_buffer("counts", counts, persistent=False)
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.plan is not None and split_k_runs(x):
+            return skinny_linear(x, weight, bias, self.plan, self.counts)
+        return F.linear(x, weight, bias)
