@@ -4,7 +4,8 @@ An item is `BACKEND[:LAYOUT[:COMPUTE[:WEIGHTS]]][+OPTION...]`: the step backend 
 prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for one candidate; empty: the decoder's
 choice), the compute dtype (e.g. bfloat16), the decode weights (`copy` or `fused`), then options: `+jump` (forced
 runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill), `+cublas` (the
-fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas) and a prefix kernel by name (`+joint_softmax`, `+split_triton`, ...; the last one named wins).
+fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas) and a prefix kernel by name (`+joint_softmax`,
+`+split_triton`, ...; the last one named wins).
 """
 
 from __future__ import annotations

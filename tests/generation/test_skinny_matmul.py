@@ -67,8 +67,9 @@ def test_a_decode_matmul_runs_f_linear_where_the_kernel_does_not_pay_off():
         DecodeMatmul(weight, "cutlass")
     plan = SplitPlan.of(48, 1024, processors=8)
     with pytest.raises(ValueError, match=f"takes at most {MAX_ROWS} rows; got {MAX_ROWS + 1}"):
-        skinny_linear(torch.randn(MAX_ROWS + 1, 1024), torch.randn(48, 1024), None, plan, split_k_counts(plan, 48, torch.device("cpu")))
-    with pytest.raises(ValueError, match="takes counters exactly when it has several"):
+        counts = split_k_counts(plan, 48, torch.device("cpu"))
+        skinny_linear(torch.randn(MAX_ROWS + 1, 1024), torch.randn(48, 1024), None, plan, counts)
+    with pytest.raises(ValueError, match=r"a plan of 8 slice\(s\) got counters=False"):
         skinny_linear(torch.randn(2, 1024), torch.randn(48, 1024), None, plan, None)
 
 

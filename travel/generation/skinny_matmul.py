@@ -17,9 +17,9 @@ Alone, 36 layers' q/k/v, o, gate/up and down matrices (bench/matmul_floor.py --s
 compiled decode step of one candidate of a 6,000-token prompt, one process: 4.31 against 4.59 ms per step (the
 steps alone 3.68 against 3.95; docs/performance.md). `DecodeMatmul` runs it where it pays off (CUDA, half
 precision, at most `MAX_ROWS` rows) and F.linear elsewhere (prefills, jump steps of many positions, 20 candidates,
-the CPU). One rounding of the fp32 sum to the input's dtype is what cuBLAS
-computes up to the order of the additions. Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernel on CPU
-tensors (float32 and float16; its bfloat16 products are not exact), which is how the CPU tests check it.
+the CPU). One rounding of the fp32 sum to the input's dtype is what cuBLAS computes up to the order of the additions.
+Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernel on CPU tensors (float32 and float16; its bfloat16
+products are not exact), which is how the CPU tests check it.
 """
 
 from __future__ import annotations
@@ -123,14 +123,15 @@ def skinny_linear(
     if flat.stride(-1) != 1 or weight.stride(-1) != 1:
         raise ValueError("hardware.decode_matmul=split_k: the input's and the weight's last dims must be contiguous")
     if (plan.splits > 1) != (counts is not None):
-        raise ValueError(f"hardware.decode_matmul=split_k: a plan of {plan.splits} slices takes counters exactly when it has several")
+        raise ValueError(f"hardware.decode_matmul=split_k: a plan of {plan.splits} slice(s) got counters={counts is not None}; "
+                         "a plan of several slices needs its split_k_counts, one of one slice none")
     output = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
     parts = torch.empty((plan.splits, rows, columns) if plan.splits > 1 else (1, 1, 1), dtype=torch.float32, device=x.device)
     _split_k_kernel[(plan.column_blocks(columns), plan.splits)](
         flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else parts,
         rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(1),
-        HAS_BIAS=bias is not None, BLOCK_M=MAX_ROWS, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split, SPLITS=plan.splits,
-        num_warps=4, num_stages=plan.stages,
+        HAS_BIAS=bias is not None, BLOCK_M=MAX_ROWS, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split,
+        SPLITS=plan.splits, num_warps=4, num_stages=plan.stages,
     )
     return output.view(*x.shape[:-1], columns)
 
@@ -138,7 +139,8 @@ def skinny_linear(
 def split_k_runs(x: torch.Tensor) -> bool:
     """Whether a `DecodeMatmul` with a plan runs the kernel for `x`: half precision on a GPU, at most MAX_ROWS rows.
     Tensor attributes and sizes alone, which torch.compile reads as constants of the step."""
-    return triton is not None and x.is_cuda and x.dtype in (torch.float16, torch.bfloat16) and x.numel() // x.shape[-1] <= MAX_ROWS
+    half = x.dtype in (torch.float16, torch.bfloat16)
+    return triton is not None and x.is_cuda and half and x.numel() // x.shape[-1] <= MAX_ROWS
 
 
 def split_plan(weight: torch.Tensor, matmul: str) -> SplitPlan | None:
