@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.generation.conftest import short_request
+from tests.generation.triton_interpreter import needs_interpreter
 from travel.agents.models import build_offline_tokenizer, build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.decode_weights import DecodeWeights
@@ -18,15 +19,16 @@ from travel.generation.shared_prefix import shared_prefix_supported
 SETTINGS = {"max_new_tokens": 160, "max_value_tokens": 4, "temperature": 0.9, "top_p": 0.9}
 
 
-def tiny_family_model(family: str, seed: int = 4):
+def tiny_family_model(family: str, seed: int = 4, **sizes):
     """A 2-layer model of `family` with seeded weights: `qwen3` (per-head q/k norms), `llama` (none), `qwen2`
-    (q/k/v biases) and `llama_bias` (biases on every projection, the MLP's too)."""
+    (q/k/v biases) and `llama_bias` (biases on every projection, the MLP's too); `sizes` replace the others' config
+    sizes."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     if family == "qwen3":
         return build_tiny_random(seed=seed).model
     shape = {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512}
+             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512, **sizes}
     if family == "qwen2":
         config, model_class = Qwen2Config(**shape), Qwen2ForCausalLM
     else:
@@ -52,6 +54,36 @@ def test_the_fused_copy_computes_the_models_logits(family):
         expected, got = model(input_ids=ids).logits, fused(input_ids=ids).logits
     assert got.shape == expected.shape
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("family", ["llama", "llama_bias"])
+def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logits(family, monkeypatch):
+    """The kernel of hardware.decode_matmul=split_k (GPU decode steps) wired into the four matmuls of each layer, run
+    here by Triton's interpreter: each matrix's own weight, bias and counters, and the model's logits. Inner sizes of
+    256 and 512 take several slices of the kernel's 128 inner entries."""
+    pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
+    from travel.generation import skinny_matmul
+
+    model = tiny_family_model(family, hidden_size=256, intermediate_size=512)
+    fused = DecodeWeights(None, fuse=True).refreshed(model)
+    matmuls = [module for module in fused.modules() if isinstance(module, skinny_matmul.DecodeMatmul)]
+    assert len(matmuls) == 4 * len(fused.model.layers)
+    for matmul, weight in zip(matmuls, [w for layer in fused.model.layers for w in (
+        layer.self_attn.qkv_weight, layer.self_attn.attention.o_proj.weight, layer.mlp.gate_up_weight,
+        layer.mlp.mlp.down_proj.weight,
+    )]):
+        assert matmul.plan is None  # no plan off the GPU: F.linear, unless given one as below
+        matmul.plan = skinny_matmul.SplitPlan.of(weight.shape[0], weight.shape[1], processors=16)
+        matmul.counts = skinny_matmul.split_k_counts(matmul.plan, weight.shape[0], weight.device)
+    assert [matmul.plan.splits for matmul in matmuls[:4]] == [2, 2, 2, 4]
+    calls = []
+    monkeypatch.setattr(skinny_matmul, "split_k_runs", lambda x: calls.append(x.shape) or x.numel() // x.shape[-1] <= 16)
+    ids = torch.randint(0, 200, (2, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, got = model(input_ids=ids).logits, fused(input_ids=ids).logits
+    assert len(calls) == len(matmuls)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def outputs(decoder, requests, greedy):
