@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         "(cuda_graph:shared::fused, hardware.decode_weights=fused); '+jump' feeds whole forced runs "
         "(generation.jump_forced, e.g. cuda_graph:shared+jump) and '+compile' runs the forward through torch.compile "
         "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile), '+prefill' each prompt's prefill too "
-        "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS (hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
+        "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS "
+        "(hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto)",
     )
     parser.add_argument(

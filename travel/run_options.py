@@ -98,11 +98,9 @@ def check_run_options(run: "Run") -> None:
         raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
     if decode_weights == "copy" and compute_dtype is None:
         raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
-    from travel.generation.skinny_matmul import DECODE_MATMULS
+    from travel.generation.skinny_matmul import check_decode_matmul
 
-    decode_matmul = hardware.get("decode_matmul", "split_k")
-    if decode_matmul not in DECODE_MATMULS:
-        raise ValueError(f"hardware.decode_matmul={decode_matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
+    check_decode_matmul(hardware.get("decode_matmul", "split_k"))
     gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)
     devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}
     for option, value in run.algorithm.device_options().items():

@@ -44,7 +44,7 @@ from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 from travel.generation.sampling import validate_sampling
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
 from travel.generation.skeleton import SlotPlan, build_slot_plan
-from travel.generation.skinny_matmul import DECODE_MATMULS
+from travel.generation.skinny_matmul import check_decode_matmul
 from travel.generation.static_step import (
     StaticDecodeStep,
     aligned_capacity,
@@ -130,8 +130,7 @@ class StructuredDecoder:
             raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
         if decode_weights == "copy" and compute_dtype is None:
             raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
-        if decode_matmul not in DECODE_MATMULS:
-            raise ValueError(f"hardware.decode_matmul={decode_matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
+        check_decode_matmul(decode_matmul)
         if prefix_attention not in PREFIX_KERNELS:
             raise ValueError(f"prefix_attention={prefix_attention!r}: choose one of {', '.join(PREFIX_KERNELS)}")
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:

@@ -126,10 +126,11 @@ def skinny_linear(
         raise ValueError(f"hardware.decode_matmul=split_k: a plan of {plan.splits} slice(s) got counters={counts is not None}; "
                          "a plan of several slices needs its split_k_counts, one of one slice none")
     output = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
-    parts = torch.empty((plan.splits, rows, columns) if plan.splits > 1 else (1, 1, 1), dtype=torch.float32, device=x.device)
+    # one slice writes the product directly: no partials, and the unused pointers are never read
+    parts = torch.empty((plan.splits, rows, columns), dtype=torch.float32, device=x.device) if plan.splits > 1 else output
     _split_k_kernel[(plan.column_blocks(columns), plan.splits)](
-        flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else parts,
-        rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(1),
+        flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else output,
+        rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(-2),
         HAS_BIAS=bias is not None, BLOCK_M=MAX_ROWS, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split,
         SPLITS=plan.splits, num_warps=4, num_stages=plan.stages,
     )
@@ -143,12 +144,17 @@ def split_k_runs(x: torch.Tensor) -> bool:
     return triton is not None and x.is_cuda and half and x.numel() // x.shape[-1] <= MAX_ROWS
 
 
+def check_decode_matmul(matmul: str) -> str:
+    """`matmul` if it is a hardware.decode_matmul choice, else a ValueError naming the option."""
+    if matmul not in DECODE_MATMULS:
+        raise ValueError(f"hardware.decode_matmul={matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
+    return matmul
+
+
 def split_plan(weight: torch.Tensor, matmul: str) -> SplitPlan | None:
     """The plan of `weight` (columns, inner) for the kernel, or None where its matmuls run F.linear alone:
     `matmul="cublas"`, a weight off the GPU, no triton."""
-    if matmul not in DECODE_MATMULS:
-        raise ValueError(f"hardware.decode_matmul={matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
-    if matmul == "cublas" or triton is None or not weight.is_cuda:
+    if check_decode_matmul(matmul) == "cublas" or triton is None or not weight.is_cuda:
         return None
     processors = torch.cuda.get_device_properties(weight.device).multi_processor_count
     return SplitPlan.of(weight.shape[0], weight.shape[1], processors)
