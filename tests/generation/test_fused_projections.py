@@ -74,7 +74,7 @@ def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logit
         layer.mlp.mlp.down_proj.weight,
     )]):
         assert matmul.plan is None  # no plan off the GPU: F.linear, unless given one as below
-        matmul.plan = skinny_matmul.SplitPlan.of(weight.shape[0], weight.shape[1], processors=16)
+        matmul.plan = skinny_matmul.SplitPlan.of(weight.shape[0], weight.shape[1], processors=32)
         matmul.counts = skinny_matmul.split_k_counts(matmul.plan, weight.shape[0], weight.device)
     assert [matmul.plan.splits for matmul in matmuls[:4]] == [2, 2, 2, 4]
     calls = []

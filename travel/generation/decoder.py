@@ -100,7 +100,7 @@ class StructuredDecoder:
         in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py), `fused` over
         such a copy (in the weights' dtype without `compute_dtype`) whose layers read their q/k/v and their gate/up
         projections as one matrix each (travel/generation/fused_projections.py).
-        `decode_matmul`: with `decode_weights=fused`, the kernel of those layers' matmuls of at most 16 rows (a
+        `decode_matmul`: with `decode_weights=fused`, the kernel of those layers' matmuls of at most 32 rows (a
         decode step's, on a GPU in half precision): `split_k`, a Triton kernel that reads the small matrices nearer
         the bandwidth than cuBLAS (travel/generation/skinny_matmul.py), or `cublas` (F.linear).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward

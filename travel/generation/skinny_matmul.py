@@ -31,11 +31,12 @@ import torch.nn.functional as F
 
 from travel.generation.triton_varlen import triton
 
-# rows of one program's tile, padded to 16 for the tensor cores; more rows run F.linear. At 20 rows (a 32-row tile)
-# the kernel read a step's matrices slower than cuBLAS (2.780 against 2.718 ms, H200, output head included)
-MAX_ROWS = 16
+# rows of one program's tile, padded to 16 or 32 for the tensor cores; more rows run F.linear. At 40 rows (a 64-row
+# tile) the kernel read a step's matrices no faster than cuBLAS (2.659 against 2.578 ms, H200, no output head)
+MAX_ROWS = 32
+BLOCK_N = 64  # columns of one program's tile
 BLOCK_K = 128  # inner-dimension entries per loop iteration
-WAVES = 2  # programs per multiprocessor the slices aim at
+WAVES = 1  # programs per multiprocessor the slices aim at
 MAX_SPLITS = 8
 DECODE_MATMULS = ("split_k", "cublas")
 
@@ -47,30 +48,32 @@ if triton is not None:
                         stride_pr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, SPLITS: tl.constexpr):
         """Program (column block, slice): X (rows, inner) times W's columns (W is (columns, inner)) over inner entries
-        slice x SPLIT up to SPLIT more; OUT (rows, columns) gets the sum over the SPLITS slices, plus BIAS."""
+        slice x SPLIT up to SPLIT more; OUT (rows, columns) gets the sum over the SPLITS slices, plus BIAS. The tile is
+        the transposed product, W's block times X's rows (BLOCK_N, BLOCK_M): the weight is the tensor cores' first
+        operand, whose 64 rows they take whole, and the few rows of X their narrow second one."""
         block, piece = tl.program_id(0), tl.program_id(1)
         n = block * BLOCK_N + tl.arange(0, BLOCK_N)
         m = tl.arange(0, BLOCK_M)
         k = tl.arange(0, BLOCK_K)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+        acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
         for start in range(piece * SPLIT, piece * SPLIT + SPLIT, BLOCK_K):
             kk = start + k
-            x = tl.load(X + m[:, None] * stride_xr + kk[None, :], mask=(m[:, None] < rows) & (kk[None, :] < inner), other=0.0)
             w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
                         mask=(n[:, None] < columns) & (kk[None, :] < inner), other=0.0)
-            acc += tl.dot(x, tl.trans(w))
-        valid = (m[:, None] < rows) & (n[None, :] < columns)
-        out = OUT + m[:, None] * stride_or + n[None, :]
+            x = tl.load(X + m[None, :] * stride_xr + kk[:, None], mask=(m[None, :] < rows) & (kk[:, None] < inner), other=0.0)
+            acc += tl.dot(w, x)
+        valid = (n[:, None] < columns) & (m[None, :] < rows)
+        out = OUT + m[None, :] * stride_or + n[:, None]
         bias = tl.load(BIAS + n, mask=n < columns, other=0.0).to(tl.float32) if HAS_BIAS else tl.zeros((BLOCK_N,), tl.float32)
         if SPLITS == 1:
-            tl.store(out, (acc + bias[None, :]).to(OUT.dtype.element_ty), mask=valid)
+            tl.store(out, (acc + bias[:, None]).to(OUT.dtype.element_ty), mask=valid)
         else:
-            parts = PART + m[:, None] * stride_pr + n[None, :]
+            parts = PART + m[None, :] * stride_pr + n[:, None]
             tl.store(parts + piece * stride_ps, acc, mask=valid)
             tl.debug_barrier()  # every thread's partial is stored before the counter says so
             finished = tl.atomic_add(COUNTS + block, 1, sem="acq_rel")  # the block's programs done before this one
             if finished == SPLITS - 1:  # the last one: the others' partials are visible (acquire, read past L1)
-                total = tl.zeros((BLOCK_M, BLOCK_N), tl.float32) + bias[None, :]
+                total = tl.zeros((BLOCK_N, BLOCK_M), tl.float32) + bias[:, None]
                 for part in tl.static_range(SPLITS):  # in slice order, whichever program finished last
                     total += tl.load(parts + part * stride_ps, mask=valid, other=0.0, cache_modifier=".cg")
                 tl.store(out, total.to(OUT.dtype.element_ty), mask=valid)
@@ -90,14 +93,14 @@ class SplitPlan:
 
     @classmethod
     def of(cls, columns: int, inner: int, processors: int) -> "SplitPlan":
-        """Column blocks of 64 (of 32 for the widest matrices, which have blocks enough), and as many slices as take
-        the programs to about WAVES per multiprocessor (H200, Qwen3-4B's shapes: within 3% of the fastest measured)."""
-        block_n = 32 if columns >= 16384 else 64
-        blocks = -(-columns // block_n)
+        """Column blocks of 64, and as many slices as take the programs to about WAVES per multiprocessor; loads four
+        deep, three where the blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows:
+        the fastest of 48 tiles measured, or within 3% of it)."""
+        blocks = -(-columns // BLOCK_N)
         splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
         per_split = -(-inner // splits)
         split = -(-per_split // BLOCK_K) * BLOCK_K
-        return cls(block_n, -(-inner // split), split, 3)
+        return cls(BLOCK_N, -(-inner // split), split, 3 if blocks >= 2 * processors else 4)
 
     def column_blocks(self, columns: int) -> int:
         return -(-columns // self.block_n)
@@ -131,7 +134,7 @@ def skinny_linear(
     _split_k_kernel[(plan.column_blocks(columns), plan.splits)](
         flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else output,
         rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(-2),
-        HAS_BIAS=bias is not None, BLOCK_M=MAX_ROWS, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split,
+        HAS_BIAS=bias is not None, BLOCK_M=16 if rows <= 16 else 32, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split,
         SPLITS=plan.splits, num_warps=4, num_stages=plan.stages,
     )
     return output.view(*x.shape[:-1], columns)
