@@ -56,8 +56,17 @@ def test_the_fused_copy_computes_the_models_logits(family):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def planned_matmuls(fused, skinny_matmul):
-    """The fused copy's DecodeMatmuls, each given the plan (and counters) it would have on a GPU of 32 processors."""
+@needs_interpreter
+@pytest.mark.parametrize("family", ["llama", "llama_bias"])
+def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logits(family, monkeypatch):
+    """The kernel of hardware.decode_matmul=split_k (GPU decode steps) wired into the four matmuls of each layer, run
+    here by Triton's interpreter: each matrix's own weight, bias and counters, and the model's logits. Inner sizes of
+    256 and 512 take several slices of the kernel's 128 inner entries."""
+    pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
+    from travel.generation import skinny_matmul
+
+    model = tiny_family_model(family, hidden_size=256, intermediate_size=512)
+    fused = DecodeWeights(None, fuse=True).refreshed(model)
     matmuls = [module for module in fused.modules() if isinstance(module, skinny_matmul.DecodeMatmul)]
     assert len(matmuls) == 4 * len(fused.model.layers)
     for matmul, weight in zip(matmuls, [w for layer in fused.model.layers for w in (
@@ -65,25 +74,8 @@ def planned_matmuls(fused, skinny_matmul):
         layer.mlp.mlp.down_proj.weight,
     )]):
         assert matmul.plan is None  # no plan off the GPU: F.linear, unless given one as below
-        columns = weight.shape[0] // 2 if matmul.gated else weight.shape[0]
-        matmul.plan = skinny_matmul.SplitPlan.of(columns, weight.shape[1], 32, matmul.fold, matmul.gated)
-        matmul.counts = skinny_matmul.split_k_counts(matmul.plan, columns, weight.device)
-    return matmuls
-
-
-@needs_interpreter
-@pytest.mark.parametrize("family", ["llama", "llama_bias"])
-def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logits(family, monkeypatch):
-    """The kernel of hardware.decode_matmul=split_k (GPU decode steps) wired into the four matmuls of each layer that
-    is not folded, run here by Triton's interpreter: each matrix's own weight, bias and counters, and the model's
-    logits. Inner sizes of 256 and 512 take several slices of the kernel's 128 inner entries."""
-    pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
-    from travel.generation import fused_projections, skinny_matmul
-
-    monkeypatch.setattr(fused_projections, "foldable", lambda layer: False)
-    model = tiny_family_model(family, hidden_size=256, intermediate_size=512)
-    fused = DecodeWeights(None, fuse=True).refreshed(model)
-    matmuls = planned_matmuls(fused, skinny_matmul)
+        matmul.plan = skinny_matmul.SplitPlan.of(weight.shape[0], weight.shape[1], processors=32)
+        matmul.counts = skinny_matmul.split_k_counts(matmul.plan, weight.shape[0], weight.device)
     assert [matmul.plan.splits for matmul in matmuls[:4]] == [2, 2, 2, 4]
     calls = []
     monkeypatch.setattr(skinny_matmul, "split_k_runs", lambda x: calls.append(x.shape) or x.numel() // x.shape[-1] <= 16)
@@ -91,43 +83,6 @@ def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logit
     with torch.no_grad():
         expected, got = model(input_ids=ids).logits, fused(input_ids=ids).logits
     assert len(calls) == len(matmuls)
-    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
-
-
-@needs_interpreter
-@pytest.mark.parametrize("family", ["qwen3", "qwen2", "llama_bias"])
-def test_folded_layers_compute_the_models_logits(family, monkeypatch):
-    """Decoder layers whose norms, gate and residual adds are folded into the kernel's matmuls (`FoldedLayer`, GPU
-    decode steps of at most 32 rows), run by Triton's interpreter, give the model's logits: Qwen3's per-head q/k
-    norms, Qwen2's q/k/v biases, biases on every projection; several slices for o and down."""
-    pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
-    from travel.generation import skinny_matmul
-    from travel.generation.fused_projections import FoldedLayer, foldable
-
-    model = tiny_family_model(family, **({} if family == "qwen3" else {"hidden_size": 256, "intermediate_size": 512}))
-    fused = DecodeWeights(None, fuse=True).refreshed(model)
-    layers = fused.model.layers
-    assert all(foldable(layer) for layer in model.model.layers) and not any(isinstance(layer, FoldedLayer) for layer in layers)
-    matmuls = planned_matmuls(fused, skinny_matmul)
-    assert [(matmul.fold, matmul.gated, matmul.plan.splits) for matmul in matmuls[:4]] == [
-        (True, False, 1), (False, False, matmuls[1].plan.splits), (True, True, 1), (False, False, matmuls[3].plan.splits)]
-    assert family == "qwen3" or matmuls[1].plan.splits > 1 < matmuls[3].plan.splits  # the tiny Qwen3's inner 64: one
-    for index, layer in enumerate(list(layers)):
-        layers[index] = FoldedLayer(layer)
-    monkeypatch.setattr(skinny_matmul, "split_k_runs", lambda x: x.numel() // x.shape[-1] <= skinny_matmul.MAX_ROWS)
-    kernel, folds = skinny_matmul.skinny_linear, []
-
-    def counted(x, weight, bias, plan, counts, norm=None, residual=None, gated=False):
-        folds.append((norm is not None, gated, residual is not None))
-        return kernel(x, weight, bias, plan, counts, norm, residual, gated)
-
-    monkeypatch.setattr(skinny_matmul, "skinny_linear", counted)
-    ids = torch.randint(0, 200, (2, 5), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        expected, got = model(input_ids=ids).logits, fused(input_ids=ids).logits
-        assert folds == [(True, False, False), (False, False, True), (True, True, False), (False, False, True)] * len(layers)
-        unfolded = fused(input_ids=torch.randint(0, 200, (3, 12))).logits  # 36 rows: the layers as they are
-    assert len(folds) == 4 * len(layers) and unfolded.shape == (3, 12, model.config.vocab_size)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from tests.generation.triton_interpreter import needs_interpreter
 from travel.generation.skinny_matmul import (
-    BLOCK_K, MAX_ROWS, DecodeMatmul, RowNorm, SplitPlan, skinny_linear, split_k_counts, split_k_runs, split_plan,
+    BLOCK_K, MAX_ROWS, DecodeMatmul, SplitPlan, skinny_linear, split_k_counts, split_k_runs, split_plan,
 )
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
@@ -41,48 +41,6 @@ def test_the_split_k_product_is_the_linear_product_call_after_call(leading, colu
         torch.testing.assert_close(got.double(), reference(x, weight, bias if call else None), atol=tolerance, rtol=tolerance)
         if counts is not None:
             assert counts.tolist() == [0] * plan.column_blocks(columns)
-
-
-def folded_reference(x, weight, bias, norm, residual, gated):
-    """The unfolded operations in float64: RMSNorm, the product (+bias), silu(gate) * up, the residual add."""
-    x = x.double()
-    if norm is not None:
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight.double()
-    product = reference(x.to(weight.dtype), weight, bias) if norm is None else F.linear(
-        x, weight.double(), None if bias is None else bias.double())
-    if gated:
-        gate, up = product.chunk(2, dim=-1)
-        product = F.silu(gate) * up
-    return product if residual is None else residual.double() + product
-
-
-@needs_interpreter
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
-@pytest.mark.parametrize("leading", [(1,), (7,), (20,)], ids=["1-row", "7-rows", "20-rows"])
-@pytest.mark.parametrize("fold", ["norm", "norm+gate", "gate+bias", "norm+bias", "residual", "residual+slices"])
-def test_a_folded_norm_gate_and_residual_give_the_unfolded_operations(fold, leading, dtype):
-    """What a fused decode layer folds into its matmuls (travel/generation/fused_projections.py): the input's RMSNorm,
-    the MLP's silu(gate) * up, the residual add; a residual with one slice and with several."""
-    columns, inner = 96, 300
-    generator = torch.Generator().manual_seed(len(fold) + leading[0])
-    gated, normed, with_bias = "gate" in fold, "norm" in fold, "bias" in fold
-    weight = (torch.randn(2 * columns if gated else columns, inner, generator=generator) * 0.05).to(dtype)
-    bias = torch.randn(weight.shape[0], generator=generator).to(dtype) if with_bias else None
-    norm = RowNorm((1 + 0.3 * torch.randn(inner, generator=generator)).to(dtype), 1e-6) if normed else None
-    residual = torch.randn(*leading, columns, generator=generator).to(dtype) if "residual" in fold else None
-    plan = SplitPlan.of(columns, inner, processors=16 if fold == "residual+slices" else 1, fold=normed, gated=gated)
-    assert plan.splits == (2 if fold == "residual+slices" else 1)
-    counts = split_k_counts(plan, columns, torch.device("cpu"))
-    x = (3 * torch.randn(*leading, inner, generator=generator)).to(dtype)  # rows whose rms is far from 1
-    for _ in range(2):
-        got = skinny_linear(x, weight, bias, plan, counts, norm, residual, gated)
-        assert got.shape == (*leading, columns) and got.dtype == dtype
-        tolerance = 1e-4 if dtype == torch.float32 else 2e-2
-        torch.testing.assert_close(got.double(), folded_reference(x, weight, bias, norm, residual, gated),
-                                   atol=tolerance, rtol=tolerance)
-    with pytest.raises(ValueError, match="a folded norm or gate needs a plan of one slice; got 2"):
-        slices = SplitPlan.of(columns, inner, processors=16)
-        skinny_linear(x, weight[:columns], None, slices, split_k_counts(slices, columns, torch.device("cpu")), gated=True)
 
 
 def test_the_plan_fills_the_processors_about_once_and_its_slices_cover_the_inner_dimension():
@@ -131,21 +89,3 @@ def test_the_compiled_kernel_on_cuda_matches_cublas(rows, columns, inner):
         got = matmul(x, weight)
         torch.testing.assert_close(got.double(), reference(x, weight, None), atol=2e-2, rtol=1e-2)  # bf16 rounding
         torch.testing.assert_close(got, F.linear(x, weight), atol=2e-2, rtol=1e-2)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernel needs CUDA")
-@pytest.mark.parametrize("rows", [1, 20])
-@pytest.mark.parametrize("fold,columns,inner", [("norm", 6144, 2560), ("norm+gate", 9728, 2560), ("residual", 2560, 4096)],
-                         ids=["qkv", "gate_up", "o"])
-def test_the_compiled_folds_on_cuda_match_the_unfolded_operations(rows, fold, columns, inner):
-    generator = torch.Generator(device="cuda").manual_seed(rows)
-    gated, normed = "gate" in fold, "norm" in fold
-    weight = (torch.randn(2 * columns if gated else columns, inner, generator=generator, device="cuda") * 0.02).bfloat16()
-    matmul = DecodeMatmul(weight, fold=normed, gated=gated)
-    norm = RowNorm((1 + 0.3 * torch.randn(inner, generator=generator, device="cuda")).bfloat16(), 1e-6) if normed else None
-    for _ in range(3):  # each call leaves the counters zeroed for the next
-        x = (3 * torch.randn(rows, inner, generator=generator, device="cuda")).bfloat16()
-        residual = torch.randn(rows, columns, generator=generator, device="cuda").bfloat16() if fold == "residual" else None
-        assert matmul.runs(x)
-        got = matmul.folded(x, weight, None, norm, residual)
-        torch.testing.assert_close(got.double(), folded_reference(x, weight, None, norm, residual, gated), atol=3e-2, rtol=2e-2)

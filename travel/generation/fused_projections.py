@@ -19,21 +19,17 @@ travel/generation/skinny_matmul.py).
 
 from __future__ import annotations
 
-import inspect
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from travel.generation.skinny_matmul import DecodeMatmul, RowNorm
+from travel.generation.skinny_matmul import DecodeMatmul
 
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
 QKV, GATE_UP = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")
-FOLDABLE_LAYERS = ("LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer")
-RMS_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
-SILU = ("SiLU", "SiLUActivation")  # torch's, and transformers' ACT2FN["silu"] of some versions
 
 
 def decoder_layers(model: Any) -> list[Any]:
@@ -98,7 +94,7 @@ class FusedStorage:
 class FusedAttention(torch.nn.Module):
     """`attention` (a Llama-family attention module) with its q, k and v projections read as one matrix."""
 
-    def __init__(self, attention: Any, fused: FusedMatrix, matmul: str = "split_k", fold: bool = False):
+    def __init__(self, attention: Any, fused: FusedMatrix, matmul: str = "split_k"):
         super().__init__()
         self.attention = attention
         if hasattr(attention, "layer_idx"):  # what the shared-prefix step finds a layer's prefix by
@@ -106,8 +102,7 @@ class FusedAttention(torch.nn.Module):
         self.register_buffer("qkv_weight", fused.weight, persistent=False)
         self.register_buffer("qkv_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes
-        self.qkv_matmul = DecodeMatmul(fused.weight, matmul, fold=fold)
-        self.o_matmul = DecodeMatmul(attention.o_proj.weight, matmul)
+        self.qkv_matmul, self.o_matmul = DecodeMatmul(fused.weight, matmul), DecodeMatmul(attention.o_proj.weight, matmul)
         modeling = sys.modules[type(attention).__module__]
         self.rotate, self.eager_attention = modeling.apply_rotary_pos_emb, modeling.eager_attention_forward
         self.attention_functions = modeling.ALL_ATTENTION_FUNCTIONS  # the registry the wrapped module reads
@@ -115,18 +110,13 @@ class FusedAttention(torch.nn.Module):
     def forward(
         self, hidden_states: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any
     ):
-        qkv = self.qkv_matmul(hidden_states, self.qkv_weight, self.qkv_bias)
-        output, weights = self.attend(qkv, position_embeddings, attention_mask, **kwargs)
-        return self.o_matmul(output, self.attention.o_proj.weight, self.attention.o_proj.bias), weights
-
-    def attend(self, qkv: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any):
-        """The attention's output before the o projection, (..., heads x head dim), from the q/k/v product."""
         attention = self.attention
         cache = kwargs.pop("cache", None)  # transformers 5 names it `cache`, earlier versions `past_key_values`
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
-        input_shape = qkv.shape[:-1]
+        input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, attention.head_dim)
-        query, key, value = (part.view(hidden_shape) for part in qkv.split(self.sizes, -1))
+        parts = self.qkv_matmul(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
+        query, key, value = (part.view(hidden_shape) for part in parts)
         if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
             query, key = attention.q_norm(query), attention.k_norm(key)
         query, key, value = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
@@ -143,20 +133,20 @@ class FusedAttention(torch.nn.Module):
             attention, query, key, value, attention_mask,
             dropout=0.0 if not attention.training else attention.attention_dropout, scaling=attention.scaling, **kwargs,
         )
-        return output.reshape(*input_shape, -1).contiguous(), weights
+        output = output.reshape(*input_shape, -1).contiguous()
+        return self.o_matmul(output, attention.o_proj.weight, attention.o_proj.bias), weights
 
 
 class FusedMLP(torch.nn.Module):
     """`mlp` (a gated MLP: down(act(gate(x)) * up(x))) with its gate and up projections read as one matrix."""
 
-    def __init__(self, mlp: Any, fused: FusedMatrix, matmul: str = "split_k", fold: bool = False):
+    def __init__(self, mlp: Any, fused: FusedMatrix, matmul: str = "split_k"):
         super().__init__()
         self.mlp = mlp
         self.register_buffer("gate_up_weight", fused.weight, persistent=False)
         self.register_buffer("gate_up_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes
-        self.gate_up_matmul = DecodeMatmul(fused.weight, matmul, fold=fold, gated=fold)  # folded: silu(gate) * up
-        self.down_matmul = DecodeMatmul(mlp.down_proj.weight, matmul)
+        self.gate_up_matmul, self.down_matmul = DecodeMatmul(fused.weight, matmul), DecodeMatmul(mlp.down_proj.weight, matmul)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias).split(self.sizes, -1)
@@ -164,55 +154,9 @@ class FusedMLP(torch.nn.Module):
         return self.down_matmul(self.mlp.act_fn(gate) * up, down.weight, down.bias)
 
 
-class FoldedLayer(torch.nn.Module):
-    """A decoder layer of the Llama family (`layer`, its attention and MLP already fused) whose decode steps fold its
-    two RMSNorms, the MLP's silu(gate) * up and its two residual adds into the four matmuls of the split-K kernel:
-    four launches where the compiled step had four matmuls and the elementwise kernels between them. Where the
-    kernel does not run (the CPU, prefills, more rows than a tile) the layer runs as it is."""
-
-    def __init__(self, layer: Any):
-        super().__init__()
-        self.layer = layer
-        if hasattr(layer, "attention_type"):  # what some models' forward picks a layer's mask by
-            self.attention_type = layer.attention_type
-
-    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        layer = self.layer
-        attention, mlp = layer.self_attn, layer.mlp
-        if args or not attention.qkv_matmul.runs(hidden_states):
-            return layer(hidden_states, *args, **kwargs)
-        before, after = layer.input_layernorm, layer.post_attention_layernorm
-        qkv = attention.qkv_matmul.folded(hidden_states, attention.qkv_weight, attention.qkv_bias,
-                                          norm=RowNorm(before.weight, before.variance_epsilon))
-        output, _ = attention.attend(qkv, **kwargs)
-        o_proj, down_proj = attention.attention.o_proj, mlp.mlp.down_proj
-        hidden_states = attention.o_matmul.folded(output, o_proj.weight, o_proj.bias, residual=hidden_states)
-        active = mlp.gate_up_matmul.folded(hidden_states, mlp.gate_up_weight, mlp.gate_up_bias,
-                                           norm=RowNorm(after.weight, after.variance_epsilon))
-        return mlp.down_matmul.folded(active, down_proj.weight, down_proj.bias, residual=hidden_states)
-
-
-def foldable(layer: Any) -> bool:
-    """Whether `layer` is one `FoldedLayer` computes: a Llama-family decoder layer returning its hidden states (the
-    layers of transformers 4.54 and later), with RMSNorms and a SiLU gate."""
-    returns = inspect.signature(type(layer).forward).return_annotation
-    norms = (type(layer.input_layernorm).__name__, type(layer.post_attention_layernorm).__name__)
-    return (
-        type(layer).__name__ in FOLDABLE_LAYERS
-        and returns in (torch.Tensor, "torch.Tensor")
-        and all(norm in RMS_NORMS for norm in norms)
-        and type(layer.mlp.act_fn).__name__ in SILU
-    )
-
-
 def install(model: Any, storage: FusedStorage, matmul: str = "split_k") -> None:
     """Wrap every decoder layer's attention and MLP of `model` (whose projections are `storage`'s views); `matmul`
-    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py). With
-    the split-K kernel (a GPU) a layer that `foldable` accepts becomes a `FoldedLayer`."""
-    layers = model.model.layers
-    for index, (layer, attention, mlp) in enumerate(zip(decoder_layers(model), storage.attention, storage.mlp)):
-        fold = matmul == "split_k" and foldable(layer)
-        layer.self_attn = FusedAttention(layer.self_attn, attention, matmul, fold)
-        layer.mlp = FusedMLP(layer.mlp, mlp, matmul, fold)
-        if fold and layer.self_attn.qkv_matmul.plan is not None:
-            layers[index] = FoldedLayer(layer)
+    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py)."""
+    for layer, attention, mlp in zip(decoder_layers(model), storage.attention, storage.mlp):
+        layer.self_attn = FusedAttention(layer.self_attn, attention, matmul)
+        layer.mlp = FusedMLP(layer.mlp, mlp, matmul)

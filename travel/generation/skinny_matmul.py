@@ -25,7 +25,6 @@ products are not exact), which is how the CPU tests check it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -45,58 +44,29 @@ if triton is not None:
     import triton.language as tl
 
     @triton.jit
-    def _split_k_kernel(X, W, BIAS, NORM, RESIDUAL, OUT, PART, COUNTS, rows, columns, inner, eps, stride_xr, stride_wn,
-                        stride_rr, stride_or, stride_ps, stride_pr, HAS_BIAS: tl.constexpr, NORMED: tl.constexpr,
-                        GATED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    def _split_k_kernel(X, W, BIAS, OUT, PART, COUNTS, rows, columns, inner, stride_xr, stride_wn, stride_or, stride_ps,
+                        stride_pr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, SPLITS: tl.constexpr):
         """Program (column block, slice): X (rows, inner) times W's columns (W is (columns, inner)) over inner entries
         slice x SPLIT up to SPLIT more; OUT (rows, columns) gets the sum over the SPLITS slices, plus BIAS. The tile is
         the transposed product, W's block times X's rows (BLOCK_N, BLOCK_M): the weight is the tensor cores' first
-        operand, whose 64 rows they take whole, and the few rows of X their narrow second one.
-        NORMED (one slice): X's rows are RMS-normalised with the weights NORM first, as r * ((NORM * x) W^T) with r the
-        row's 1 / rms, summed over the same loads. GATED (one slice): W holds gate rows, then as many up rows, and OUT
-        gets silu(gate) * up. HAS_RESIDUAL: OUT gets RESIDUAL (rows, columns) + the product, rounded as the two
-        separate operations would."""
+        operand, whose 64 rows they take whole, and the few rows of X their narrow second one."""
         block, piece = tl.program_id(0), tl.program_id(1)
         n = block * BLOCK_N + tl.arange(0, BLOCK_N)
         m = tl.arange(0, BLOCK_M)
         k = tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
-        up = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
-        squares = tl.zeros((BLOCK_M,), tl.float32)
         for start in range(piece * SPLIT, piece * SPLIT + SPLIT, BLOCK_K):
             kk = start + k
-            in_w = (n[:, None] < columns) & (kk[None, :] < inner)
-            w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :], mask=in_w, other=0.0)
+            w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
+                        mask=(n[:, None] < columns) & (kk[None, :] < inner), other=0.0)
             x = tl.load(X + m[None, :] * stride_xr + kk[:, None], mask=(m[None, :] < rows) & (kk[:, None] < inner), other=0.0)
-            if NORMED:
-                wide = x.to(tl.float32)
-                squares += tl.sum(wide * wide, axis=0)
-                scale = tl.load(NORM + kk, mask=kk < inner, other=0.0).to(tl.float32)
-                x = (wide * scale[:, None]).to(X.dtype.element_ty)
             acc += tl.dot(w, x)
-            if GATED:
-                w_up = tl.load(W + (n[:, None] + columns).to(tl.int64) * stride_wn + kk[None, :], mask=in_w, other=0.0)
-                up += tl.dot(w_up, x)
-        if NORMED:
-            factor = tl.rsqrt(squares / inner + eps)
-            acc = acc * factor[None, :]
-            up = up * factor[None, :]
         valid = (n[:, None] < columns) & (m[None, :] < rows)
         out = OUT + m[None, :] * stride_or + n[:, None]
-        dtype = OUT.dtype.element_ty
         bias = tl.load(BIAS + n, mask=n < columns, other=0.0).to(tl.float32) if HAS_BIAS else tl.zeros((BLOCK_N,), tl.float32)
         if SPLITS == 1:
-            total = acc + bias[:, None]
-            if GATED:
-                up_bias = tl.load(BIAS + columns + n, mask=n < columns, other=0.0).to(tl.float32) if HAS_BIAS else bias
-                gate = total.to(dtype).to(tl.float32)
-                active = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
-                total = active * (up + up_bias[:, None]).to(dtype).to(tl.float32)
-            if HAS_RESIDUAL:
-                residual = tl.load(RESIDUAL + m[None, :] * stride_rr + n[:, None], mask=valid, other=0.0).to(tl.float32)
-                total = residual + total.to(dtype).to(tl.float32)
-            tl.store(out, total.to(dtype), mask=valid)
+            tl.store(out, (acc + bias[:, None]).to(OUT.dtype.element_ty), mask=valid)
         else:
             parts = PART + m[None, :] * stride_pr + n[:, None]
             tl.store(parts + piece * stride_ps, acc, mask=valid)
@@ -106,26 +76,15 @@ if triton is not None:
                 total = tl.zeros((BLOCK_N, BLOCK_M), tl.float32) + bias[:, None]
                 for part in tl.static_range(SPLITS):  # in slice order, whichever program finished last
                     total += tl.load(parts + part * stride_ps, mask=valid, other=0.0, cache_modifier=".cg")
-                if HAS_RESIDUAL:
-                    residual = tl.load(RESIDUAL + m[None, :] * stride_rr + n[:, None], mask=valid, other=0.0)
-                    total = residual.to(tl.float32) + total.to(dtype).to(tl.float32)
-                tl.store(out, total.to(dtype), mask=valid)
+                tl.store(out, total.to(OUT.dtype.element_ty), mask=valid)
                 tl.store(COUNTS + block, 0)  # ready for the next call
-
-
-class RowNorm(NamedTuple):
-    """An RMSNorm of the Llama family folded into the next matmul: weight * x / sqrt(mean(x^2) + eps)."""
-
-    weight: torch.Tensor
-    eps: float
 
 
 @dataclass(frozen=True)
 class SplitPlan:
     """How the kernel cuts a (columns, inner) matrix: column blocks of `block_n`, `splits` slices of the inner
     dimension of `split` entries each (whole loop iterations; the last slice may be shorter), `stages`
-    software-pipelined loads. A plan that folds a norm or a gate into the matmul (`SplitPlan.of(..., fold=True)`)
-    has one slice: a program then sees its rows whole."""
+    software-pipelined loads."""
 
     block_n: int
     splits: int
@@ -133,17 +92,15 @@ class SplitPlan:
     stages: int
 
     @classmethod
-    def of(cls, columns: int, inner: int, processors: int, fold: bool = False, gated: bool = False) -> "SplitPlan":
-        """Column blocks of 64 (32 for a gated matmul, whose programs read a gate and an up block), and as many
-        slices as take the programs to about WAVES per multiprocessor (one if `fold`); loads four deep, three where
-        the blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows: the fastest of 48
-        tiles measured, or within 3% of it). `columns` are a gated matmul's output columns, half its matrix's rows."""
-        block_n = BLOCK_N // 2 if gated else BLOCK_N
-        blocks = -(-columns // block_n)
-        splits = 1 if fold or gated else max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
+    def of(cls, columns: int, inner: int, processors: int) -> "SplitPlan":
+        """Column blocks of 64, and as many slices as take the programs to about WAVES per multiprocessor; loads four
+        deep, three where the blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows:
+        the fastest of 48 tiles measured, or within 3% of it)."""
+        blocks = -(-columns // BLOCK_N)
+        splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
         per_split = -(-inner // splits)
         split = -(-per_split // BLOCK_K) * BLOCK_K
-        return cls(block_n, -(-inner // split), split, 3 if blocks >= 2 * processors else 4)
+        return cls(BLOCK_N, -(-inner // split), split, 3 if blocks >= 2 * processors else 4)
 
     def column_blocks(self, columns: int) -> int:
         return -(-columns // self.block_n)
@@ -155,16 +112,13 @@ def split_k_counts(plan: SplitPlan, columns: int, device: torch.device) -> torch
 
 
 def skinny_linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, plan: SplitPlan, counts: torch.Tensor | None,
-    norm: RowNorm | None = None, residual: torch.Tensor | None = None, gated: bool = False,
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, plan: SplitPlan, counts: torch.Tensor | None
 ) -> torch.Tensor:
     """F.linear(x, weight, bias) for at most MAX_ROWS rows of x (any leading dims) by the split-K kernel; `counts`
-    is the matrix's `split_k_counts`, which no other call may use at the same time. With `norm` the rows are first
-    normalised by it; `gated`: `weight` (and `bias`) hold gate rows, then as many up rows, and the result is
-    silu(gate) * up; `residual` (x's rows by the output's columns) is added to the result."""
+    is the matrix's `split_k_counts`, which no other call may use at the same time."""
     if triton is None:
         raise RuntimeError("hardware.decode_matmul=split_k needs the triton package (pip install triton)")
-    inner, columns = x.shape[-1], weight.shape[0] // 2 if gated else weight.shape[0]
+    inner, columns = x.shape[-1], weight.shape[0]
     flat = x.reshape(-1, inner)
     rows = flat.shape[0]
     if rows > MAX_ROWS:
@@ -174,22 +128,14 @@ def skinny_linear(
     if (plan.splits > 1) != (counts is not None):
         raise ValueError(f"hardware.decode_matmul=split_k: a plan of {plan.splits} slice(s) got counters={counts is not None}; "
                          "a plan of several slices needs its split_k_counts, one of one slice none")
-    if (norm is not None or gated) and plan.splits > 1:
-        raise ValueError(f"hardware.decode_matmul=split_k: a folded norm or gate needs a plan of one slice; got {plan.splits}")
-    flat_residual = residual.reshape(rows, columns) if residual is not None else None
-    if flat_residual is not None and flat_residual.stride(-1) != 1:
-        raise ValueError("hardware.decode_matmul=split_k: the residual's last dim must be contiguous")
     output = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
     # one slice writes the product directly: no partials, and the unused pointers are never read
     parts = torch.empty((plan.splits, rows, columns), dtype=torch.float32, device=x.device) if plan.splits > 1 else output
     _split_k_kernel[(plan.column_blocks(columns), plan.splits)](
-        flat, weight, bias if bias is not None else weight, norm.weight if norm is not None else weight,
-        flat_residual if flat_residual is not None else output, output, parts, counts if counts is not None else output,
-        rows, columns, inner, norm.eps if norm is not None else 0.0, flat.stride(0), weight.stride(0),
-        flat_residual.stride(0) if flat_residual is not None else 0, output.stride(0), parts.stride(0), parts.stride(-2),
-        HAS_BIAS=bias is not None, NORMED=norm is not None, GATED=gated, HAS_RESIDUAL=residual is not None,
-        BLOCK_M=16 if rows <= 16 else 32, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split, SPLITS=plan.splits,
-        num_warps=4, num_stages=plan.stages,
+        flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else output,
+        rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(-2),
+        HAS_BIAS=bias is not None, BLOCK_M=16 if rows <= 16 else 32, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split,
+        SPLITS=plan.splits, num_warps=4, num_stages=plan.stages,
     )
     return output.view(*x.shape[:-1], columns)
 
@@ -208,42 +154,27 @@ def check_decode_matmul(matmul: str) -> str:
     return matmul
 
 
-def split_plan(weight: torch.Tensor, matmul: str, fold: bool = False, gated: bool = False) -> SplitPlan | None:
-    """The plan of `weight` (columns, inner) for the kernel (`SplitPlan.of`'s `fold` and `gated`), or None where its
-    matmuls run F.linear alone: `matmul="cublas"`, a weight off the GPU, no triton."""
+def split_plan(weight: torch.Tensor, matmul: str) -> SplitPlan | None:
+    """The plan of `weight` (columns, inner) for the kernel, or None where its matmuls run F.linear alone:
+    `matmul="cublas"`, a weight off the GPU, no triton."""
     if check_decode_matmul(matmul) == "cublas" or triton is None or not weight.is_cuda:
         return None
     processors = torch.cuda.get_device_properties(weight.device).multi_processor_count
-    columns = weight.shape[0] // 2 if gated else weight.shape[0]
-    return SplitPlan.of(columns, weight.shape[1], processors, fold, gated)
+    return SplitPlan.of(weight.shape[0], weight.shape[1], processors)
 
 
 class DecodeMatmul(torch.nn.Module):
     """F.linear(x, weight, bias) of one matrix of the decode weights' layers (the weight is the caller's, passed at
     every call): by the kernel where the matrix has a plan (found when the layers are built, not in a step) and
-    `split_k_runs(x)`, else F.linear. Holds the matrix's counters as a buffer, so each matrix has its own.
+    `split_k_runs(x)`, else F.linear. Holds the matrix's counters as a buffer, so each matrix has its own."""
 
-    `fold` gives the matrix a plan that can fold its input's norm (one slice); `gated` makes `folded` compute
-    silu(gate) * up of a gate/up matrix. `folded` is the kernel alone, for callers that checked `runs`."""
-
-    def __init__(self, weight: torch.Tensor, matmul: str = "split_k", fold: bool = False, gated: bool = False):
+    def __init__(self, weight: torch.Tensor, matmul: str = "split_k"):
         super().__init__()
-        self.fold, self.gated = fold, gated
-        self.plan = split_plan(weight, matmul, fold, gated)
-        columns = weight.shape[0] // 2 if gated else weight.shape[0]
-        counts = split_k_counts(self.plan, columns, weight.device) if self.plan is not None else None
+        self.plan = split_plan(weight, matmul)
+        counts = split_k_counts(self.plan, weight.shape[0], weight.device) if self.plan is not None else None
         self.register_buffer("counts", counts, persistent=False)
 
-    def runs(self, x: torch.Tensor) -> bool:
-        return self.plan is not None and split_k_runs(x)
-
     def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        if self.runs(x) and not self.gated:  # a gated plan computes silu(gate) * up, not the product
+        if self.plan is not None and split_k_runs(x):
             return skinny_linear(x, weight, bias, self.plan, self.counts)
         return F.linear(x, weight, bias)
-
-    def folded(
-        self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, norm: RowNorm | None = None,
-        residual: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return skinny_linear(x, weight, bias, self.plan, self.counts, norm, residual, self.gated)
