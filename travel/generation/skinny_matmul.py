@@ -6,18 +6,20 @@ its matrix. cuBLAS reads the small ones well below the bandwidth: on an H200 (Qw
 o projection (21 MB) took 10.2 us, 2.1 TB/s, and the down projection 17.6 us, 2.8 TB/s, where 4.3 TB/s is measured.
 Their 2,560 output columns make too few blocks of columns to keep 132 multiprocessors reading. Here program
 (column block, slice) reads `BLOCK_N` columns of the matrix over one of `splits` slices of the inner dimension, so 40
-column blocks x 7 slices fill the GPU about twice (`SplitPlan`). Each program writes its fp32 partial product; the
+column blocks x 3 slices fill the GPU about once (`SplitPlan`). Each program writes its fp32 partial product; the
 last of a column block's programs to finish (a counter per block, which it resets for the next call) adds the
 block's partials in slice order and writes the product in the input's dtype. So the result does not depend on which
 program finished last, and the step's other kernels read the product as they read F.linear's. With one slice the
-program writes the product directly.
+program writes the product directly. A program computes the transposed product, its block of the weight times the
+rows: the tensor cores take the weight's 64 rows as their first operand and the few input rows (padded to 16 or 32)
+as their narrow second one, which read faster than the rows as the first operand at every row count measured.
 
-Alone, 36 layers' q/k/v, o, gate/up and down matrices (bench/matmul_floor.py --split-k): 2.310 against cuBLAS's
-2.500 ms at 8 rows, 2.405 against 2.540 at 16 (and with the output head 2.418 against 2.679 at one row); in the
-compiled decode step of one candidate of a 6,000-token prompt, one process: 4.31 against 4.59 ms per step (the
-steps alone 3.68 against 3.95; docs/performance.md). `DecodeMatmul` runs it where it pays off (CUDA, half
-precision, at most `MAX_ROWS` rows) and F.linear elsewhere (prefills, jump steps of many positions, 20 candidates,
-the CPU). One rounding of the fp32 sum to the input's dtype is what cuBLAS computes up to the order of the additions.
+Alone, 36 layers' q/k/v, o, gate/up and down matrices and the output head (bench/matmul_floor.py --split-k, one
+run): 2.317 against cuBLAS's 2.679 ms at one row, 2.454 against 2.719 at 20; in the compiled decode step of a
+6,000-token prompt, one process each: 20 candidates 5.23 against 5.38 ms per step, one candidate 4.35 against 4.60
+(docs/performance.md). `DecodeMatmul` runs it where it pays off (CUDA, half precision, at most `MAX_ROWS` rows) and
+F.linear elsewhere (prefills, jump steps of many positions, 40-row buffers, the CPU). One rounding of the fp32 sum to
+the input's dtype is what cuBLAS computes up to the order of the additions.
 Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernel on CPU tensors (float32 and float16; its bfloat16
 products are not exact), which is how the CPU tests check it.
 """
