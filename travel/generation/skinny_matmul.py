@@ -97,7 +97,7 @@ class SplitPlan:
     def of(cls, columns: int, inner: int, processors: int) -> "SplitPlan":
         """Column blocks of 64, and as many slices as take the programs to about WAVES per multiprocessor; loads four
         deep, three where the blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows:
-        the fastest of 48 tiles measured, or within 3% of it)."""
+        the fastest of 48 tiles measured, or within 4% of it)."""
         blocks = -(-columns // BLOCK_N)
         splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
         per_split = -(-inner // splits)
