@@ -84,11 +84,10 @@ if triton is not None:
 
 @dataclass(frozen=True)
 class SplitPlan:
-    """How the kernel cuts a (columns, inner) matrix: column blocks of `block_n`, `splits` slices of the inner
-    dimension of `split` entries each (whole loop iterations; the last slice may be shorter), `stages`
-    software-pipelined loads."""
+    """How the kernel cuts a (columns, inner) matrix: column blocks of `block_n` (BLOCK_N for every matrix), `splits`
+    slices of the inner dimension of `split` entries each (whole loop iterations; the last slice may be shorter),
+    `stages` software-pipelined loads."""
 
-    block_n: int
     splits: int
     split: int
     stages: int
@@ -102,7 +101,11 @@ class SplitPlan:
         splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
         per_split = -(-inner // splits)
         split = -(-per_split // BLOCK_K) * BLOCK_K
-        return cls(BLOCK_N, -(-inner // split), split, 3 if blocks >= 2 * processors else 4)
+        return cls(-(-inner // split), split, 3 if blocks >= 2 * processors else 4)
+
+    @property
+    def block_n(self) -> int:
+        return BLOCK_N
 
     def column_blocks(self, columns: int) -> int:
         return -(-columns // self.block_n)
