@@ -1,4 +1,7 @@
-"""Structured decoding of role actions: chat rendering, forced JSON skeleton, value masks and log-probs."""
+"""Structured decoding of role actions: chat rendering, forced JSON skeleton, value masks and log-probs.
+
+docs/decoding.md follows one decode call through these modules and names the option that switches each part.
+"""
 
 from travel.generation.chat import (
     ChatTemplateError,
