@@ -97,7 +97,7 @@ class SplitPlan:
         """Column blocks of 64, and as many slices as take the programs to about WAVES per multiprocessor; loads four
         deep, three where the blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows:
         the fastest of 48 tiles measured, or within 4% of it)."""
-        blocks = -(-columns // BLOCK_N)
+        blocks = cls.column_blocks(columns)
         splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
         per_split = -(-inner // splits)
         split = -(-per_split // BLOCK_K) * BLOCK_K
@@ -107,8 +107,9 @@ class SplitPlan:
     def block_n(self) -> int:
         return BLOCK_N
 
-    def column_blocks(self, columns: int) -> int:
-        return -(-columns // self.block_n)
+    @staticmethod
+    def column_blocks(columns: int) -> int:
+        return -(-columns // BLOCK_N)
 
 
 def split_k_counts(plan: SplitPlan, columns: int, device: torch.device) -> torch.Tensor | None:
