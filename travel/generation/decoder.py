@@ -87,8 +87,10 @@ class StructuredDecoder:
 
         `step_backend`: how each decode step runs the model. `eager` grows the cache view step by step;
         `static` runs fixed-shape steps over the whole cache (travel/generation/static_step.py);
-        `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and
-        `eager` elsewhere. Models whose cache or attention the static step does not support run eager.
+        `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA; elsewhere
+        `static` for more than one candidate per prompt or with `jump_forced`, else `eager` (on the CPU the
+        shared prefix pays from two candidates on: docs/performance.md). Models whose cache or attention the
+        static step does not support run eager.
         `share_prompt_cache`: whether static steps keep each prompt's keys once for all its candidates
         (travel/generation/shared_prefix.py) instead of once per candidate: `auto` where the model supports it
         (for any number of candidates: it is the faster step even for one), `always` (an error where it does not),
@@ -256,11 +258,12 @@ class StructuredDecoder:
 
     # ---- the decode loop -------------------------------------------------------------------------
 
-    def _static_backend(self, model: Any, device: torch.device, preallocated: bool) -> str | None:
-        """'static' or 'cuda_graph' when decode steps run with fixed shapes, None for the eager loop."""
+    def _static_backend(self, model: Any, device: torch.device, preallocated: bool, k: int) -> str | None:
+        """'static' or 'cuda_graph' when decode steps run with fixed shapes for `k` candidates per prompt, None
+        for the eager loop."""
         backend = self.step_backend
         if backend == "auto":
-            backend = "cuda_graph" if device.type == "cuda" else "static" if self.jump_forced else "eager"
+            backend = "cuda_graph" if device.type == "cuda" else "static" if self.jump_forced or k > 1 else "eager"
         if backend == "eager" or not preallocated or not supports_static_steps(model):
             return None
         return backend
@@ -332,7 +335,7 @@ class StructuredDecoder:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(model))
-        static = self._static_backend(model, device, preallocated)
+        static = self._static_backend(model, device, preallocated, k)
         # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
         sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(model)
