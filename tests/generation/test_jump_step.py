@@ -96,4 +96,4 @@ def test_an_action_costs_about_one_forward_per_value_token_plus_one_per_slot(tin
 def test_jump_forced_is_part_of_the_settings_a_comparator_decoder_copies(tiny):
     decoder = StructuredDecoder(tiny.model, tiny.tokenizer, jump_forced=True)
     assert decoder.with_model(tiny.model).jump_forced
-    assert decoder._static_backend(tiny.model, tiny.model.device, True, 1) == "static"  # auto on the CPU, one candidate
+    assert decoder._static_backend(tiny.model, tiny.model.device, True) == "static"  # auto on the CPU

@@ -3,8 +3,8 @@
 The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once, the caches
 are merged left-padded and expanded to K rows per prompt with room for the whole token budget
 (travel/generation/kv_cache.py), and then every step runs one forward for all rows: on CUDA a
-fixed-shape step replayed from a CUDA graph (travel/generation/static_step.py), or with `jump_forced` a
-multi-token step that feeds whole forced runs (travel/generation/jump_step.py). The loop and its per-row state
+fixed-shape step (travel/generation/static_step.py), replayed from a CUDA graph on CUDA, or with `jump_forced`
+a multi-token step that feeds whole forced runs (travel/generation/jump_step.py). The loop and its per-row state
 machine (value, forced and done modes; forced closes at the token cap or the budget, so `max_new_tokens` is
 never exceeded and every row ends with `}]}`) are travel/generation/decode_loop.py.
 
@@ -87,10 +87,9 @@ class StructuredDecoder:
 
         `step_backend`: how each decode step runs the model. `eager` grows the cache view step by step;
         `static` runs fixed-shape steps over the whole cache (travel/generation/static_step.py);
-        `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA; elsewhere
-        `static` for more than one candidate per prompt or with `jump_forced`, else `eager` (on the CPU the
-        shared prefix pays from two candidates on: docs/performance.md). Models whose cache or attention the
-        static step does not support run eager.
+        `cuda_graph` replays those static steps from a CUDA graph; `auto` is `cuda_graph` on CUDA and `static`
+        elsewhere (on the CPU as fast as eager steps or faster for every candidate count: docs/performance.md).
+        Models whose cache or attention the static step does not support run eager.
         `share_prompt_cache`: whether static steps keep each prompt's keys once for all its candidates
         (travel/generation/shared_prefix.py) instead of once per candidate: `auto` where the model supports it
         (for any number of candidates: it is the faster step even for one), `always` (an error where it does not),
@@ -106,7 +105,7 @@ class StructuredDecoder:
         decode step's, on a GPU in half precision): `split_k`, a Triton kernel that reads the small matrices nearer
         the bandwidth than cuBLAS (travel/generation/skinny_matmul.py), or `cublas` (F.linear).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
-        (travel/generation/jump_step.py); static steps only, so `auto` runs static steps on the CPU with it.
+        (travel/generation/jump_step.py); static steps only (an explicit `eager` ignores it).
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
         kernels (travel/generation/compiled_forward.py), and so do the loop's token choice and state update
         (travel/generation/decode_loop.py); the eager loop ignores it.
@@ -258,12 +257,11 @@ class StructuredDecoder:
 
     # ---- the decode loop -------------------------------------------------------------------------
 
-    def _static_backend(self, model: Any, device: torch.device, preallocated: bool, k: int) -> str | None:
-        """'static' or 'cuda_graph' when decode steps run with fixed shapes for `k` candidates per prompt, None
-        for the eager loop."""
+    def _static_backend(self, model: Any, device: torch.device, preallocated: bool) -> str | None:
+        """'static' or 'cuda_graph' when decode steps run with fixed shapes, None for the eager loop."""
         backend = self.step_backend
         if backend == "auto":
-            backend = "cuda_graph" if device.type == "cuda" else "static" if self.jump_forced or k > 1 else "eager"
+            backend = "cuda_graph" if device.type == "cuda" else "static"
         if backend == "eager" or not preallocated or not supports_static_steps(model):
             return None
         return backend
@@ -335,7 +333,7 @@ class StructuredDecoder:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(model))
-        static = self._static_backend(model, device, preallocated, k)
+        static = self._static_backend(model, device, preallocated)
         # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
         sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(model)
