@@ -2,11 +2,11 @@
 
 The decoder runs its own loop over the model's KV cache. Each prompt is prefilled once, the caches
 are merged left-padded and expanded to K rows per prompt with room for the whole token budget
-(travel/generation/kv_cache.py), and then every step runs one forward for all rows: on CUDA a
-fixed-shape step (travel/generation/static_step.py), replayed from a CUDA graph on CUDA, or with `jump_forced`
-a multi-token step that feeds whole forced runs (travel/generation/jump_step.py). The loop and its per-row state
-machine (value, forced and done modes; forced closes at the token cap or the budget, so `max_new_tokens` is
-never exceeded and every row ends with `}]}`) are travel/generation/decode_loop.py.
+(travel/generation/kv_cache.py), and then every step runs one forward for all rows: a fixed-shape step
+(travel/generation/static_step.py), replayed from a CUDA graph on CUDA, or with `jump_forced` a multi-token
+step that feeds whole forced runs (travel/generation/jump_step.py). The loop and its per-row state machine
+(value, forced and done modes; forced closes at the token cap or the budget, so `max_new_tokens` is never
+exceeded and every row ends with `}]}`) are travel/generation/decode_loop.py.
 
 A candidate's text is the assistant prefill plus its decoded tokens: the reward-facing action text,
 identical to `format_action` of the values as written. Its value mask is 1 exactly for sampled
