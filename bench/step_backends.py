@@ -2,7 +2,7 @@
 
 An item is `BACKEND[:LAYOUT[:COMPUTE[:WEIGHTS]]][+OPTION...]`: the step backend (eager, static, cuda_graph), the
 prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for one candidate; empty: the decoder's
-choice), the compute dtype (e.g. bfloat16), the decode weights (`copy` or `fused`), then options: `+jump` (forced
+choice), the compute dtype (e.g. bfloat16), the decode weights (`copy`, `fused` or `folded`), then options: `+jump` (forced
 runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill), `+cublas` (the
 fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas) and a prefix kernel by name (`+joint_softmax`,
 `+split_triton`, ...; the last one named wins).
@@ -69,6 +69,7 @@ class StepBackend:
         label += f", {self.compute} compute" if self.compute else ""
         label += f", {self.compute} weight copy" if self.weights == "copy" else ""
         label += ", fused q/k/v and gate/up weights" if self.weights == "fused" else ""
+        label += ", fused weights, norms and residual adds folded into the matmuls" if self.weights == "folded" else ""
         label += ", matmuls by cuBLAS" if "cublas" in self.options else ""
         label += ", forced runs in one step" if "jump" in self.options else ""
         label += ", compiled forward" if "compile" in self.options else ""

@@ -1,6 +1,6 @@
 """hardware.decode_weights=copy (travel/generation/decode_weights.py): decoding over a compute-dtype copy of the
 weights gives what decoding a model converted to that dtype gives, follows every change of the master weights,
-and leaves the master weights (fp32, trainable) as they were."""
+and leaves the master weights (fp32, trainable) as they were; the folded copy folds the norms' weights as they are."""
 
 from __future__ import annotations
 
@@ -65,6 +65,34 @@ def test_the_copy_follows_every_change_of_the_master_weights_and_their_storage(d
     moved = outputs(decoder, requests, greedy=True)
     assert moved != after
     assert moved == outputs(StructuredDecoder(converted(tiny.model), tiny.tokenizer, **SETTINGS), requests, greedy=True)
+
+
+def test_the_folded_copy_folds_the_norms_of_the_weights_as_they_are_at_each_call():
+    """decode_weights=folded scales its fused matrices by the norms' weights at every refresh: after an optimizer step
+    that changed the norms too, it decodes the model's tokens with its log-probs up to float32 rounding (the fold
+    multiplies in another order), and a refresh without a change folds nothing twice."""
+    tiny = build_tiny_random(seed=3)
+    requests = [short_request(tiny.tokenizer, agent, 3) for agent in (0, 1)]
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, decode_weights="folded", **SETTINGS)
+    plain = StructuredDecoder(tiny.model, tiny.tokenizer, **SETTINGS)
+
+    def same(ours, theirs):
+        assert [row[:3] for row in ours] == [row[:3] for row in theirs]
+        assert [row[3] for row in ours] == pytest.approx([row[3] for row in theirs], abs=1e-4)
+
+    before = outputs(decoder, requests, greedy=False)
+    assert outputs(decoder, requests, greedy=False) == before
+    same(before, outputs(plain, requests, greedy=False))
+    optimizer = torch.optim.SGD(tiny.model.parameters(), lr=1.0)
+    with torch.no_grad():
+        for parameter in tiny.model.parameters():
+            parameter.grad = torch.randn_like(parameter) * 0.05
+    optimizer.step()
+    assert tiny.model.model.layers[0].input_layernorm.weight.ne(1).all()
+    after = outputs(decoder, requests, greedy=False)
+    assert [row[:3] for row in after] != [row[:3] for row in before]
+    assert outputs(decoder, requests, greedy=False) == after
+    same(after, outputs(plain, requests, greedy=False))
 
 
 def test_the_copy_is_built_once_keeps_tied_weights_tied_and_trains_nothing():

@@ -1,7 +1,8 @@
-"""hardware.decode_weights=fused (travel/generation/fused_projections.py): a decode copy whose layers read q/k/v and
-gate/up as one matrix each computes the model's logits and decodes what the model decodes in every step kind; a
-model whose layers it cannot fuse is refused by name. That it follows the master weights, as the plain copy does,
-is tested with the copy (tests/generation/test_decode_weights.py)."""
+"""hardware.decode_weights=fused and folded (travel/generation/fused_projections.py): a decode copy whose layers read
+q/k/v and gate/up as one matrix each (and, folded, whose norms and residual adds live in those matmuls) computes the
+model's logits and decodes what the model decodes in every step kind; a model whose layers it cannot fuse or fold is
+refused by name. That it follows the master weights, as the plain copy does, is tested with the copy
+(tests/generation/test_decode_weights.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.generation.triton_interpreter import needs_interpreter
 from travel.agents.models import build_offline_tokenizer, build_tiny_random
 from travel.generation import StructuredDecoder
 from travel.generation.decode_weights import DecodeWeights
-from travel.generation.fused_projections import FusedAttention, FusedMLP
+from travel.generation.fused_projections import FoldedLayer, FusedAttention, FusedMLP
 from travel.generation.shared_prefix import shared_prefix_supported
 
 SETTINGS = {"max_new_tokens": 160, "max_value_tokens": 4, "temperature": 0.9, "top_p": 0.9}
@@ -40,6 +41,16 @@ def tiny_family_model(family: str, seed: int = 4, **sizes):
     with torch.no_grad():
         for parameter in model.parameters():  # nonzero biases, so that a bias read from the wrong part shows
             parameter.add_(torch.randn_like(parameter) * 0.02)
+    return model
+
+
+def with_norm_weights(model, seed: int = 7):
+    """`model` with its layers' norm weights drawn around 1 (a fresh model's are all 1, which folds to nothing)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+                norm.weight.copy_(1 + 0.3 * torch.randn(norm.weight.shape, generator=generator))
     return model
 
 
@@ -86,6 +97,65 @@ def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logit
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("family", ["qwen3", "llama", "qwen2", "llama_bias"])
+def test_the_folded_copy_computes_the_models_logits(family):
+    """Off the GPU a folded layer runs its operations one by one, over the matrices with the norms' weights in them."""
+    model = with_norm_weights(tiny_family_model(family))
+    folded = DecodeWeights(None, fuse=True, fold=True).refreshed(model)
+    assert all(isinstance(layer, FoldedLayer) for layer in folded.model.layers)
+    master = model.model.layers[0]
+    qkv = torch.cat([getattr(master.self_attn, name).weight for name in ("q_proj", "k_proj", "v_proj")])
+    torch.testing.assert_close(folded.model.layers[0].layer.self_attn.qkv_weight, qkv * master.input_layernorm.weight)
+    ids = torch.randint(0, 200, (3, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, got = model(input_ids=ids).logits, folded(input_ids=ids).logits
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("family", ["qwen3", "qwen2", "llama_bias"])
+def test_folded_layers_by_the_split_k_kernel_compute_the_models_logits(family, monkeypatch):
+    """The kernel computing each folded layer's norms (q/k/v, gate/up) and residual adds (o, down), run by Triton's
+    interpreter with the plans a GPU of 32 processors would give: the model's logits for Qwen3's per-head q/k norms,
+    Qwen2's q/k/v biases and biases on every projection; o and down in several slices. More rows than a tile run
+    the operations one by one."""
+    pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
+    from travel.generation import skinny_matmul
+
+    sizes = {} if family == "qwen3" else {"hidden_size": 256, "intermediate_size": 512}
+    model = with_norm_weights(tiny_family_model(family, **sizes))
+    folded = DecodeWeights(None, fuse=True, fold=True).refreshed(model)
+    layers = [layer.layer for layer in folded.model.layers]
+    matmuls = []
+    for layer in layers:
+        for matmul, weight, normed in ((layer.self_attn.qkv_matmul, layer.self_attn.qkv_weight, True),
+                                       (layer.self_attn.o_matmul, layer.self_attn.attention.o_proj.weight, False),
+                                       (layer.mlp.gate_up_matmul, layer.mlp.gate_up_weight, True),
+                                       (layer.mlp.down_matmul, layer.mlp.mlp.down_proj.weight, False)):
+            assert matmul.plan is None  # no plan off the GPU: the operations one by one, unless given one as below
+            matmul.plan = skinny_matmul.SplitPlan.of(weight.shape[0], weight.shape[1], 32, normed)
+            matmul.counts = skinny_matmul.split_k_counts(matmul.plan, weight.shape[0], weight.device)
+            matmuls.append(matmul)
+    assert [matmul.plan.splits for matmul in matmuls[:4]] == ([1, 1, 1, 1] if family == "qwen3" else [1, 2, 1, 4])
+    monkeypatch.setattr(skinny_matmul, "split_k_runs", lambda x: x.numel() // x.shape[-1] <= skinny_matmul.MAX_ROWS)
+    kernel, folds = skinny_matmul.skinny_linear, []
+
+    def counted(x, weight, bias, plan, counts, norm_eps=None, residual=None):
+        folds.append((norm_eps is not None, residual is not None))
+        return kernel(x, weight, bias, plan, counts, norm_eps, residual)
+
+    monkeypatch.setattr(skinny_matmul, "skinny_linear", counted)
+    ids = torch.randint(0, 200, (2, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, got = model(input_ids=ids).logits, folded(input_ids=ids).logits
+        assert folds == [(True, False), (False, True), (True, False), (False, True)] * len(layers)
+        many = torch.randint(0, 200, (3, 12), generator=torch.Generator().manual_seed(2))  # 36 rows: one by one
+        torch.testing.assert_close(folded(input_ids=many).logits, model(input_ids=many).logits, rtol=1e-4, atol=1e-4)
+    assert len(folds) == 4 * len(layers)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def outputs(decoder, requests, greedy):
     groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
     return [
@@ -93,18 +163,20 @@ def outputs(decoder, requests, greedy):
     ]
 
 
+@pytest.mark.parametrize("weights", ["fused", "folded"])
 @pytest.mark.parametrize(
     "step,greedy",
     [(step, greedy) for step in ("eager", "static", "jump") for greedy in (True, False)] + [("compiled", False)],
 )
-def test_decoding_over_the_fused_copy_equals_decoding_the_model(step, greedy):
+def test_decoding_over_the_fused_copy_equals_decoding_the_model(step, greedy, weights):
     tiny = build_tiny_random(seed=3)
+    with_norm_weights(tiny.model)
     requests = [short_request(tiny.tokenizer, agent, 3) for agent in (0, 1)]
     kind = {"step_backend": "eager" if step == "eager" else "static", "jump_forced": step == "jump"}
     if step != "eager":  # the shared-prefix step, which finds each layer's prefix by the fused attention's layer_idx
         kind["share_prompt_cache"] = "always"
     fused = StructuredDecoder(
-        tiny.model, tiny.tokenizer, decode_weights="fused", compile_decode=step == "compiled", **kind, **SETTINGS
+        tiny.model, tiny.tokenizer, decode_weights=weights, compile_decode=step == "compiled", **kind, **SETTINGS
     )
     plain = StructuredDecoder(tiny.model, tiny.tokenizer, **kind, **SETTINGS)
     assert outputs(fused, requests, greedy) == outputs(plain, requests, greedy)
@@ -155,3 +227,12 @@ def test_a_model_whose_layers_cannot_be_fused_is_refused_by_the_option():
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer) + 64, n_embd=32, n_layer=1, n_head=2))
     with pytest.raises(ValueError, match="hardware.decode_weights=fused: GPT2LMHeadModel has no model.layers"):
         StructuredDecoder(model, tokenizer, decode_weights="fused", **SETTINGS)
+
+
+def test_a_model_whose_layers_cannot_be_folded_is_refused_by_the_option():
+    tiny = build_tiny_random(seed=3)
+    tiny.model.model.layers[1].post_attention_layernorm = torch.nn.LayerNorm(tiny.model.config.hidden_size)
+    StructuredDecoder(tiny.model, tiny.tokenizer, decode_weights="fused", **SETTINGS)  # fusing reads no norm
+    with pytest.raises(ValueError, match="hardware.decode_weights=folded: layer 1 is a Qwen3DecoderLayer; folding "
+                                         "supports the layers of .* with RMSNorms; use fused"):
+        StructuredDecoder(tiny.model, tiny.tokenizer, decode_weights="folded", **SETTINGS)

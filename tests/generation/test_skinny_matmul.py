@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from tests.generation.triton_interpreter import needs_interpreter
 from travel.generation.skinny_matmul import (
-    BLOCK_K, MAX_ROWS, DecodeMatmul, SplitPlan, skinny_linear, split_k_counts, split_k_runs, split_plan,
+    BLOCK_K, MAX_ROWS, DecodeMatmul, SplitPlan, rms_normalized, skinny_linear, split_k_counts, split_k_runs, split_plan,
 )
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
@@ -41,6 +41,62 @@ def test_the_split_k_product_is_the_linear_product_call_after_call(leading, colu
         torch.testing.assert_close(got.double(), reference(x, weight, bias if call else None), atol=tolerance, rtol=tolerance)
         if counts is not None:
             assert counts.tolist() == [0] * plan.column_blocks(columns)
+
+
+def folded_reference(x, weight, bias, norm_eps, residual):
+    """The operations a folded matmul stands for, in float64: the RMSNorm without its weight (folded into `weight`
+    already), the product (+bias), the residual add."""
+    x = x.double()
+    if norm_eps is not None:
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm_eps)
+    product = reference(x, weight, bias)
+    return product if residual is None else residual.double() + product
+
+
+@needs_interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
+@pytest.mark.parametrize("leading", [(1,), (7,), (20,)], ids=["1-row", "7-rows", "20-rows"])
+@pytest.mark.parametrize("fold", ["norm", "norm+bias", "residual", "residual+slices"])
+def test_a_folded_norm_and_residual_give_the_unfolded_operations(fold, leading, dtype):
+    """What a folded decode layer asks of its matmuls (travel/generation/fused_projections.py): its input's 1/rms,
+    and the residual add, with one slice and with several; rows whose rms is far from 1."""
+    columns, inner = 96, 300
+    generator = torch.Generator().manual_seed(len(fold) + leading[0])
+    weight = (torch.randn(columns, inner, generator=generator) * 0.05).to(dtype)
+    bias = torch.randn(columns, generator=generator).to(dtype) if "bias" in fold else None
+    norm_eps = 1e-6 if "norm" in fold else None
+    residual = torch.randn(*leading, columns, generator=generator).to(dtype) if "residual" in fold else None
+    plan = SplitPlan.of(columns, inner, processors=16 if fold == "residual+slices" else 1, normed=norm_eps is not None)
+    assert plan.splits == (2 if fold == "residual+slices" else 1)
+    counts = split_k_counts(plan, columns, torch.device("cpu"))
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    for _ in range(2):
+        x = (3 * torch.randn(*leading, inner, generator=generator)).to(dtype)
+        got = skinny_linear(x, weight, bias, plan, counts, norm_eps, residual)
+        assert got.shape == (*leading, columns) and got.dtype == dtype
+        expected = folded_reference(x, weight, bias, norm_eps, residual)
+        torch.testing.assert_close(got.double(), expected, atol=tolerance, rtol=tolerance)
+        # the same operations one by one: what DecodeMatmul.folded runs where the kernel does not
+        unfolded = DecodeMatmul(weight).folded(x, weight, bias, norm_eps, residual)
+        torch.testing.assert_close(unfolded.double(), expected, atol=tolerance, rtol=tolerance)
+
+
+def test_a_folded_norm_needs_a_plan_of_one_slice():
+    assert SplitPlan.of(64, 4096, processors=132, normed=True).splits == 1
+    slices = SplitPlan.of(64, 4096, processors=132)
+    assert slices.splits == 8
+    x, weight = torch.randn(2, 4096), torch.randn(64, 4096)
+    with pytest.raises(ValueError, match="decode_weights=folded: a folded norm needs a plan of one slice; got 8"):
+        skinny_linear(x, weight, None, slices, split_k_counts(slices, 64, torch.device("cpu")), norm_eps=1e-6)
+
+
+def test_rms_normalized_is_the_norm_without_its_weight():
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    x = torch.randn(3, 5, 48, generator=torch.Generator().manual_seed(2)) * 4
+    norm = Qwen3RMSNorm(48, eps=1e-5)
+    torch.testing.assert_close(rms_normalized(x, 1e-5), norm(x), rtol=0, atol=0)
+    torch.testing.assert_close(rms_normalized(x.bfloat16(), 1e-5), norm.bfloat16()(x.bfloat16()), rtol=0, atol=0)
 
 
 def test_the_plan_fills_the_processors_about_once_and_its_slices_cover_the_inner_dimension():
@@ -89,3 +145,21 @@ def test_the_compiled_kernel_on_cuda_matches_cublas(rows, columns, inner):
         got = matmul(x, weight)
         torch.testing.assert_close(got.double(), reference(x, weight, None), atol=2e-2, rtol=1e-2)  # bf16 rounding
         torch.testing.assert_close(got, F.linear(x, weight), atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernel needs CUDA")
+@pytest.mark.parametrize("rows", [1, 20])
+@pytest.mark.parametrize("fold,columns,inner", [("norm", 6144, 2560), ("norm", 19456, 2560), ("residual", 2560, 4096),
+                                                ("residual", 2560, 9728)], ids=["qkv", "gate_up", "o", "down"])
+def test_the_compiled_folds_on_cuda_match_the_unfolded_operations(rows, fold, columns, inner):
+    generator = torch.Generator(device="cuda").manual_seed(rows)
+    weight = (torch.randn(columns, inner, generator=generator, device="cuda") * 0.02).bfloat16()
+    matmul = DecodeMatmul(weight, normed=fold == "norm")
+    norm_eps = 1e-6 if fold == "norm" else None
+    for _ in range(3):  # each call leaves the counters zeroed for the next
+        x = (3 * torch.randn(rows, inner, generator=generator, device="cuda")).bfloat16()
+        residual = torch.randn(rows, columns, generator=generator, device="cuda").bfloat16() if fold == "residual" else None
+        assert split_k_runs(x)
+        got = matmul.folded(x, weight, None, norm_eps, residual)
+        expected = folded_reference(x, weight, None, norm_eps, residual)
+        torch.testing.assert_close(got.double(), expected, atol=3e-2, rtol=2e-2)

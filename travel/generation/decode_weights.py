@@ -32,18 +32,22 @@ import torch
 
 from travel.generation.fused_projections import FusedStorage, install
 
-DECODE_WEIGHTS = ("master", "copy", "fused")
+DECODE_WEIGHTS = ("master", "copy", "fused", "folded")
 
 
 class DecodeWeights:
     """`refreshed(model)` returns the compute-dtype copy of `model`, its parameters equal to the model's now.
 
     `dtype` None keeps each parameter's own dtype; `fuse` reads each layer's q/k/v and gate/up projections as one
-    matrix (travel/generation/fused_projections.py), whose layers' matmuls run `matmul` (hardware.decode_matmul)."""
+    matrix (travel/generation/fused_projections.py), whose layers' matmuls run `matmul` (hardware.decode_matmul);
+    `fold` (with `fuse`) folds each layer's norms and residual adds into those matmuls (`FoldedLayer`)."""
 
-    def __init__(self, dtype: torch.dtype | None, fuse: bool = False, matmul: str = "split_k"):
-        self.dtype, self.fuse, self.matmul = dtype, fuse, matmul
+    def __init__(self, dtype: torch.dtype | None, fuse: bool = False, matmul: str = "split_k", fold: bool = False):
+        if fold and not fuse:
+            raise ValueError("DecodeWeights: folding the norms needs the fused matrices (fuse=True)")
+        self.dtype, self.fuse, self.matmul, self.fold = dtype, fuse, matmul, fold
         self._copy: Any = None
+        self._storage: FusedStorage | None = None
         self._targets: dict[str, torch.Tensor] = {}  # the copy's own parameters, refreshed from the master's
         self._shared: dict[str, torch.nn.Parameter] = {}  # the master's parameters the copy reads as they are
 
@@ -60,11 +64,13 @@ class DecodeWeights:
             self._build(model)
         with torch.no_grad():
             torch._foreach_copy_(list(self._targets.values()), [masters[name] for name in self._targets])
+        if self.fold:
+            self._storage.fold_norms()
         return self._copy
 
     def _build(self, model: Any) -> None:
         # the old copy is released before the new one is allocated
-        self._copy, self._targets, self._shared = None, {}, {}
+        self._copy, self._targets, self._shared, self._storage = None, {}, {}, None
         fused = FusedStorage.of(model, self.dtype) if self.fuse else None
         memo: dict[int, Any] = {} if fused is None else dict(fused.views)  # fused projections: views into their matrix
         shared: dict[str, torch.nn.Parameter] = {}
@@ -83,5 +89,5 @@ class DecodeWeights:
         # the master's names, taken before the fused modules wrap the copy's
         targets = {name: target for name, target in clone.named_parameters() if name not in shared}
         if fused is not None:
-            install(clone, fused, self.matmul)
-        self._copy, self._targets, self._shared = clone, targets, shared
+            install(clone, fused, self.matmul, self.fold)
+        self._copy, self._targets, self._shared, self._storage = clone, targets, shared, fused

@@ -26,7 +26,7 @@ from travel.agents.models import resolve_dtype
 from travel.generation.compiled_forward import prompt_forward
 from travel.generation.decode_loop import decode_loop, jump_width
 from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
-from travel.generation.fused_projections import decoder_layers
+from travel.generation.fused_projections import decoder_layers, foldable_layers
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     EagerDecodeStep,
@@ -100,8 +100,10 @@ class StructuredDecoder:
         `decode_weights`: `master` decodes over the model's own weights (under that autocast), `copy` over a copy
         in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py), `fused` over
         such a copy (in the weights' dtype without `compute_dtype`) whose layers read their q/k/v and their gate/up
-        projections as one matrix each (travel/generation/fused_projections.py).
-        `decode_matmul`: with `decode_weights=fused`, the kernel of those layers' matmuls of at most 32 rows (a
+        projections as one matrix each (travel/generation/fused_projections.py), `folded` over the fused copy with
+        each layer's norms and residual adds folded into its matmuls (Llama-family layers of transformers 4.54 or
+        later).
+        `decode_matmul`: with `decode_weights=fused` or `folded`, the kernel of those layers' matmuls of at most 32 rows (a
         decode step's, on a GPU in half precision): `split_k`, a Triton kernel that reads the small matrices nearer
         the bandwidth than cuBLAS (travel/generation/skinny_matmul.py), or `cublas` (F.linear).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
@@ -158,9 +160,13 @@ class StructuredDecoder:
         self._weights = None
         if decode_weights != "master":
             dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
-            self._weights = DecodeWeights(dtype, fuse=decode_weights == "fused", matmul=decode_matmul)
+            fuse, fold = decode_weights in ("fused", "folded"), decode_weights == "folded"
+            self._weights = DecodeWeights(dtype, fuse=fuse, matmul=decode_matmul, fold=fold)
+        # a model whose layers cannot be fused (or folded) fails here, not at its first decode
         if decode_weights == "fused":
-            decoder_layers(model)  # a model whose layers cannot be fused fails here, not at its first decode
+            decoder_layers(model)
+        elif decode_weights == "folded":
+            foldable_layers(model)
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)

@@ -19,6 +19,7 @@ travel/generation/skinny_matmul.py).
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,18 +31,21 @@ from travel.generation.skinny_matmul import DecodeMatmul
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
 QKV, GATE_UP = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")
+FOLDABLE_LAYERS = ("LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer")
+RMS_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
 
 
-def decoder_layers(model: Any) -> list[Any]:
-    """The model's decoder layers, checked to be ones `install` can fuse (else a ValueError naming the option)."""
+def decoder_layers(model: Any, option: str = "fused") -> list[Any]:
+    """The model's decoder layers, checked to be ones `install` can fuse (else a ValueError naming the option,
+    hardware.decode_weights=`option`)."""
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None:
-        raise ValueError(f"hardware.decode_weights=fused: {type(model).__name__} has no model.layers to fuse")
+        raise ValueError(f"hardware.decode_weights={option}: {type(model).__name__} has no model.layers to fuse")
     for index, layer in enumerate(layers):
         attention, mlp = type(getattr(layer, "self_attn", None)).__name__, type(getattr(layer, "mlp", None)).__name__
         if attention not in FUSABLE_ATTENTION or mlp not in FUSABLE_MLP:
             raise ValueError(
-                f"hardware.decode_weights=fused: layer {index} has {attention} and {mlp}; fusing supports the "
+                f"hardware.decode_weights={option}: layer {index} has {attention} and {mlp}; fusing supports the "
                 f"attention of {', '.join(FUSABLE_ATTENTION)} and the MLP of {', '.join(FUSABLE_MLP)}"
             )
     return list(layers)
@@ -64,6 +68,7 @@ class FusedStorage:
     attention: list[FusedMatrix] = field(default_factory=list)
     mlp: list[FusedMatrix] = field(default_factory=list)
     views: dict[int, torch.nn.Parameter] = field(default_factory=dict)
+    folds: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (fused matrix, its norm's weight)
 
     @classmethod
     def of(cls, model: Any, dtype: torch.dtype | None) -> "FusedStorage":
@@ -72,6 +77,13 @@ class FusedStorage:
             storage.attention.append(storage._fuse([getattr(layer.self_attn, name) for name in QKV], dtype))
             storage.mlp.append(storage._fuse([getattr(layer.mlp, name) for name in GATE_UP], dtype))
         return storage
+
+    def fold_norms(self) -> None:
+        """Scale each folded matrix's inner columns by its input norm's weight (after the matrices were refreshed
+        from the master weights: the fold is made again at every refresh, never twice over one)."""
+        with torch.no_grad():
+            for weight, norm_weight in self.folds:
+                weight.mul_(norm_weight.to(weight.dtype))
 
     def _fuse(self, projections: list[Any], dtype: torch.dtype | None) -> FusedMatrix:
         first = projections[0].weight
@@ -94,7 +106,7 @@ class FusedStorage:
 class FusedAttention(torch.nn.Module):
     """`attention` (a Llama-family attention module) with its q, k and v projections read as one matrix."""
 
-    def __init__(self, attention: Any, fused: FusedMatrix, matmul: str = "split_k"):
+    def __init__(self, attention: Any, fused: FusedMatrix, matmul: str = "split_k", fold: bool = False):
         super().__init__()
         self.attention = attention
         if hasattr(attention, "layer_idx"):  # what the shared-prefix step finds a layer's prefix by
@@ -102,7 +114,8 @@ class FusedAttention(torch.nn.Module):
         self.register_buffer("qkv_weight", fused.weight, persistent=False)
         self.register_buffer("qkv_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes
-        self.qkv_matmul, self.o_matmul = DecodeMatmul(fused.weight, matmul), DecodeMatmul(attention.o_proj.weight, matmul)
+        self.qkv_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
+        self.o_matmul = DecodeMatmul(attention.o_proj.weight, matmul)
         modeling = sys.modules[type(attention).__module__]
         self.rotate, self.eager_attention = modeling.apply_rotary_pos_emb, modeling.eager_attention_forward
         self.attention_functions = modeling.ALL_ATTENTION_FUNCTIONS  # the registry the wrapped module reads
@@ -110,13 +123,18 @@ class FusedAttention(torch.nn.Module):
     def forward(
         self, hidden_states: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any
     ):
+        qkv = self.qkv_matmul(hidden_states, self.qkv_weight, self.qkv_bias)
+        output, weights = self.attend(qkv, position_embeddings, attention_mask, **kwargs)
+        return self.o_matmul(output, self.attention.o_proj.weight, self.attention.o_proj.bias), weights
+
+    def attend(self, qkv: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any):
+        """The attention's output before the o projection, (..., heads x head dim), from the q/k/v product."""
         attention = self.attention
         cache = kwargs.pop("cache", None)  # transformers 5 names it `cache`, earlier versions `past_key_values`
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
-        input_shape = hidden_states.shape[:-1]
+        input_shape = qkv.shape[:-1]
         hidden_shape = (*input_shape, -1, attention.head_dim)
-        parts = self.qkv_matmul(hidden_states, self.qkv_weight, self.qkv_bias).split(self.sizes, -1)
-        query, key, value = (part.view(hidden_shape) for part in parts)
+        query, key, value = (part.view(hidden_shape) for part in qkv.split(self.sizes, -1))
         if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
             query, key = attention.q_norm(query), attention.k_norm(key)
         query, key, value = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
@@ -133,30 +151,90 @@ class FusedAttention(torch.nn.Module):
             attention, query, key, value, attention_mask,
             dropout=0.0 if not attention.training else attention.attention_dropout, scaling=attention.scaling, **kwargs,
         )
-        output = output.reshape(*input_shape, -1).contiguous()
-        return self.o_matmul(output, attention.o_proj.weight, attention.o_proj.bias), weights
+        return output.reshape(*input_shape, -1).contiguous(), weights
 
 
 class FusedMLP(torch.nn.Module):
     """`mlp` (a gated MLP: down(act(gate(x)) * up(x))) with its gate and up projections read as one matrix."""
 
-    def __init__(self, mlp: Any, fused: FusedMatrix, matmul: str = "split_k"):
+    def __init__(self, mlp: Any, fused: FusedMatrix, matmul: str = "split_k", fold: bool = False):
         super().__init__()
         self.mlp = mlp
         self.register_buffer("gate_up_weight", fused.weight, persistent=False)
         self.register_buffer("gate_up_bias", fused.bias, persistent=False)
         self.sizes = fused.sizes
-        self.gate_up_matmul, self.down_matmul = DecodeMatmul(fused.weight, matmul), DecodeMatmul(mlp.down_proj.weight, matmul)
+        self.gate_up_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
+        self.down_matmul = DecodeMatmul(mlp.down_proj.weight, matmul)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias).split(self.sizes, -1)
+        return self.down(self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias))
+
+    def down(self, gate_up: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """The down projection of act(gate) * up, from the gate/up product, plus `residual` where given."""
+        gate, up = gate_up.split(self.sizes, -1)
         down = self.mlp.down_proj
-        return self.down_matmul(self.mlp.act_fn(gate) * up, down.weight, down.bias)
+        return self.down_matmul.folded(self.mlp.act_fn(gate) * up, down.weight, down.bias, residual=residual)
 
 
-def install(model: Any, storage: FusedStorage, matmul: str = "split_k") -> None:
+class FoldedLayer(torch.nn.Module):
+    """A Llama-family decoder layer (`layer`, its attention and MLP fused by `install(..., fold=True)`) whose two
+    RMSNorms and two residual adds live in its matmuls (decode_weights=folded): each norm's weight is folded into
+    the next fused matrix (`FusedStorage.fold_norms`) and its 1 / rms into that matmul; each residual add into the
+    matmul that ends its branch, o or down. In a GPU decode step the split-K kernel computes them, so the compiled
+    step has no norm kernels between the layers' matmuls; elsewhere (prefills, the CPU) the same operations run one
+    by one, over the same folded matrices."""
+
+    def __init__(self, layer: Any):
+        super().__init__()
+        self.layer = layer
+        if hasattr(layer, "attention_type"):  # what some models' forward picks a layer's mask by
+            self.attention_type = layer.attention_type
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if args:
+            raise TypeError("a folded decoder layer takes its arguments by name, as transformers' models pass them")
+        layer = self.layer
+        attention, mlp = layer.self_attn, layer.mlp
+        before, after = layer.input_layernorm.variance_epsilon, layer.post_attention_layernorm.variance_epsilon
+        qkv = attention.qkv_matmul.folded(hidden_states, attention.qkv_weight, attention.qkv_bias, norm_eps=before)
+        output, _ = attention.attend(qkv, **kwargs)
+        o_proj = attention.attention.o_proj
+        hidden_states = attention.o_matmul.folded(output, o_proj.weight, o_proj.bias, residual=hidden_states)
+        gate_up = mlp.gate_up_matmul.folded(hidden_states, mlp.gate_up_weight, mlp.gate_up_bias, norm_eps=after)
+        return mlp.down(gate_up, residual=hidden_states)
+
+
+def foldable(layer: Any) -> bool:
+    """Whether `layer` is one `FoldedLayer` computes: a Llama-family decoder layer that returns its hidden states (the
+    layers of transformers 4.54 and later), with RMSNorms."""
+    returns = inspect.signature(type(layer).forward).return_annotation
+    norms = (type(layer.input_layernorm).__name__, type(layer.post_attention_layernorm).__name__)
+    return type(layer).__name__ in FOLDABLE_LAYERS and returns in (torch.Tensor, "torch.Tensor") and all(
+        norm in RMS_NORMS for norm in norms
+    )
+
+
+def foldable_layers(model: Any) -> list[Any]:
+    """`decoder_layers(model)`, checked to be layers `FoldedLayer` computes (else a ValueError naming the option)."""
+    layers = decoder_layers(model, "folded")
+    for index, layer in enumerate(layers):
+        if not foldable(layer):
+            raise ValueError(
+                f"hardware.decode_weights=folded: layer {index} is a {type(layer).__name__}; folding supports the "
+                f"layers of {', '.join(FOLDABLE_LAYERS)} (transformers 4.54 or later) with RMSNorms; use fused"
+            )
+    return layers
+
+
+def install(model: Any, storage: FusedStorage, matmul: str = "split_k", fold: bool = False) -> None:
     """Wrap every decoder layer's attention and MLP of `model` (whose projections are `storage`'s views); `matmul`
-    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py)."""
-    for layer, attention, mlp in zip(decoder_layers(model), storage.attention, storage.mlp):
-        layer.self_attn = FusedAttention(layer.self_attn, attention, matmul)
-        layer.mlp = FusedMLP(layer.mlp, mlp, matmul)
+    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py). With
+    `fold` each layer becomes a `FoldedLayer`, and `storage` learns which norm weight scales which matrix."""
+    layers = foldable_layers(model) if fold else decoder_layers(model)
+    for index, (layer, attention, mlp) in enumerate(zip(layers, storage.attention, storage.mlp)):
+        layer.self_attn = FusedAttention(layer.self_attn, attention, matmul, fold)
+        layer.mlp = FusedMLP(layer.mlp, mlp, matmul, fold)
+        if fold:
+            storage.folds += [(attention.weight, layer.input_layernorm.weight),
+                              (mlp.weight, layer.post_attention_layernorm.weight)]
+            model.model.layers[index] = FoldedLayer(layer)

@@ -46,29 +46,45 @@ if triton is not None:
     import triton.language as tl
 
     @triton.jit
-    def _split_k_kernel(X, W, BIAS, OUT, PART, COUNTS, rows, columns, inner, stride_xr, stride_wn, stride_or, stride_ps,
-                        stride_pr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, SPLITS: tl.constexpr):
+    def _split_k_kernel(X, W, BIAS, RESIDUAL, OUT, PART, COUNTS, rows, columns, inner, eps, stride_xr, stride_wn,
+                        stride_rr, stride_or, stride_ps, stride_pr, HAS_BIAS: tl.constexpr, NORMED: tl.constexpr,
+                        HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        SPLIT: tl.constexpr, SPLITS: tl.constexpr):
         """Program (column block, slice): X (rows, inner) times W's columns (W is (columns, inner)) over inner entries
         slice x SPLIT up to SPLIT more; OUT (rows, columns) gets the sum over the SPLITS slices, plus BIAS. The tile is
         the transposed product, W's block times X's rows (BLOCK_N, BLOCK_M): the weight is the tensor cores' first
-        operand, whose 64 rows they take whole, and the few rows of X their narrow second one."""
+        operand, whose 64 rows they take whole, and the few rows of X their narrow second one.
+        NORMED (one slice): X's rows are RMS-normalised first, the norm's weight being folded into W already: the
+        program sums the squares of the rows it loads (beside the tensor cores, which read the loads unchanged) and
+        scales its product by each row's 1 / sqrt(mean(x^2) + eps) at the end. HAS_RESIDUAL: OUT gets RESIDUAL (rows,
+        columns) plus the product, rounded as the two separate operations would be."""
         block, piece = tl.program_id(0), tl.program_id(1)
         n = block * BLOCK_N + tl.arange(0, BLOCK_N)
         m = tl.arange(0, BLOCK_M)
         k = tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
+        squares = tl.zeros((BLOCK_M,), tl.float32)
         for start in range(piece * SPLIT, piece * SPLIT + SPLIT, BLOCK_K):
             kk = start + k
             w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
                         mask=(n[:, None] < columns) & (kk[None, :] < inner), other=0.0)
             x = tl.load(X + m[None, :] * stride_xr + kk[:, None], mask=(m[None, :] < rows) & (kk[:, None] < inner), other=0.0)
             acc += tl.dot(w, x)
+            if NORMED:
+                wide = x.to(tl.float32)
+                squares += tl.sum(wide * wide, axis=0)
+        if NORMED:
+            acc = acc * tl.rsqrt(squares / inner + eps)[None, :]
         valid = (n[:, None] < columns) & (m[None, :] < rows)
         out = OUT + m[None, :] * stride_or + n[:, None]
+        dtype = OUT.dtype.element_ty
         bias = tl.load(BIAS + n, mask=n < columns, other=0.0).to(tl.float32) if HAS_BIAS else tl.zeros((BLOCK_N,), tl.float32)
         if SPLITS == 1:
-            tl.store(out, (acc + bias[:, None]).to(OUT.dtype.element_ty), mask=valid)
+            total = acc + bias[:, None]
+            if HAS_RESIDUAL:
+                residual = tl.load(RESIDUAL + m[None, :] * stride_rr + n[:, None], mask=valid, other=0.0)
+                total = residual.to(tl.float32) + total.to(dtype).to(tl.float32)
+            tl.store(out, total.to(dtype), mask=valid)
         else:
             parts = PART + m[None, :] * stride_pr + n[:, None]
             tl.store(parts + piece * stride_ps, acc, mask=valid)
@@ -78,7 +94,10 @@ if triton is not None:
                 total = tl.zeros((BLOCK_N, BLOCK_M), tl.float32) + bias[:, None]
                 for part in tl.static_range(SPLITS):  # in slice order, whichever program finished last
                     total += tl.load(parts + part * stride_ps, mask=valid, other=0.0, cache_modifier=".cg")
-                tl.store(out, total.to(OUT.dtype.element_ty), mask=valid)
+                if HAS_RESIDUAL:
+                    residual = tl.load(RESIDUAL + m[None, :] * stride_rr + n[:, None], mask=valid, other=0.0)
+                    total = residual.to(tl.float32) + total.to(dtype).to(tl.float32)
+                tl.store(out, total.to(dtype), mask=valid)
                 tl.store(COUNTS + block, 0)  # ready for the next call
 
 
@@ -86,19 +105,21 @@ if triton is not None:
 class SplitPlan:
     """How the kernel cuts a (columns, inner) matrix: column blocks of `block_n` (BLOCK_N for every matrix), `splits`
     slices of the inner dimension of `split` entries each (whole loop iterations; the last slice may be shorter),
-    `stages` software-pipelined loads."""
+    `stages` software-pipelined loads. A plan for a matmul that folds its input's norm (`normed`) has one slice: its
+    programs then see their rows whole."""
 
     splits: int
     split: int
     stages: int
 
     @classmethod
-    def of(cls, columns: int, inner: int, processors: int) -> "SplitPlan":
-        """Column blocks of 64, and as many slices as take the programs to about WAVES per multiprocessor; loads four
-        deep, three where the blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows:
-        the fastest of 48 tiles measured, or within 4% of it)."""
+    def of(cls, columns: int, inner: int, processors: int, normed: bool = False) -> "SplitPlan":
+        """Column blocks of 64, and as many slices as take the programs to about WAVES per multiprocessor (one if
+        `normed`; Qwen3-4B's q/k/v and gate/up take one on an H200 either way); loads four deep, three where the
+        blocks alone fill the multiprocessors twice (H200, Qwen3-4B's shapes, 1 to 32 rows: the fastest of 48 tiles
+        measured, or within 4% of it)."""
         blocks = cls.column_blocks(columns)
-        splits = max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
+        splits = 1 if normed else max(1, min(MAX_SPLITS, inner // BLOCK_K, round(WAVES * processors / blocks)))
         per_split = -(-inner // splits)
         split = -(-per_split // BLOCK_K) * BLOCK_K
         return cls(-(-inner // split), split, 3 if blocks >= 2 * processors else 4)
@@ -118,10 +139,14 @@ def split_k_counts(plan: SplitPlan, columns: int, device: torch.device) -> torch
 
 
 def skinny_linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, plan: SplitPlan, counts: torch.Tensor | None
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, plan: SplitPlan, counts: torch.Tensor | None,
+    norm_eps: float | None = None, residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """F.linear(x, weight, bias) for at most MAX_ROWS rows of x (any leading dims) by the split-K kernel; `counts`
-    is the matrix's `split_k_counts`, which no other call may use at the same time."""
+    is the matrix's `split_k_counts`, which no other call may use at the same time.
+    With `norm_eps` the rows are first RMS-normalised (x / sqrt(mean(x^2) + norm_eps), `rms_normalized`), the norm's
+    weight being folded into `weight` by the caller; `residual` (x's rows by the output's columns) is added to the
+    product."""
     if triton is None:
         raise RuntimeError("hardware.decode_matmul=split_k needs the triton package (pip install triton)")
     inner, columns = x.shape[-1], weight.shape[0]
@@ -134,14 +159,22 @@ def skinny_linear(
     if (plan.splits > 1) != (counts is not None):
         raise ValueError(f"hardware.decode_matmul=split_k: a plan of {plan.splits} slice(s) got counters={counts is not None}; "
                          "a plan of several slices needs its split_k_counts, one of one slice none")
+    if norm_eps is not None and plan.splits > 1:
+        raise ValueError(f"hardware.decode_weights=folded: a folded norm needs a plan of one slice; got {plan.splits}")
+    flat_residual = residual.reshape(rows, columns) if residual is not None else None
+    if flat_residual is not None and flat_residual.stride(-1) != 1:
+        raise ValueError("hardware.decode_matmul=split_k: the residual's last dim must be contiguous")
     output = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
     # one slice writes the product directly: no partials, and the unused pointers are never read
     parts = torch.empty((plan.splits, rows, columns), dtype=torch.float32, device=x.device) if plan.splits > 1 else output
     _split_k_kernel[(plan.column_blocks(columns), plan.splits)](
-        flat, weight, bias if bias is not None else weight, output, parts, counts if counts is not None else output,
-        rows, columns, inner, flat.stride(0), weight.stride(0), output.stride(0), parts.stride(0), parts.stride(-2),
-        HAS_BIAS=bias is not None, BLOCK_M=16 if rows <= 16 else 32, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split,
-        SPLITS=plan.splits, num_warps=4, num_stages=plan.stages,
+        flat, weight, bias if bias is not None else weight, flat_residual if flat_residual is not None else output,
+        output, parts, counts if counts is not None else output, rows, columns, inner,
+        norm_eps if norm_eps is not None else 0.0, flat.stride(0), weight.stride(0),
+        flat_residual.stride(0) if flat_residual is not None else 0, output.stride(0), parts.stride(0), parts.stride(-2),
+        HAS_BIAS=bias is not None, NORMED=norm_eps is not None, HAS_RESIDUAL=residual is not None,
+        BLOCK_M=16 if rows <= 16 else 32, BLOCK_N=plan.block_n, BLOCK_K=BLOCK_K, SPLIT=plan.split, SPLITS=plan.splits,
+        num_warps=4, num_stages=plan.stages,
     )
     return output.view(*x.shape[:-1], columns)
 
@@ -160,23 +193,33 @@ def check_decode_matmul(matmul: str) -> str:
     return matmul
 
 
-def split_plan(weight: torch.Tensor, matmul: str) -> SplitPlan | None:
-    """The plan of `weight` (columns, inner) for the kernel, or None where its matmuls run F.linear alone:
-    `matmul="cublas"`, a weight off the GPU, no triton."""
+def split_plan(weight: torch.Tensor, matmul: str, normed: bool = False) -> SplitPlan | None:
+    """The plan of `weight` (columns, inner) for the kernel (`SplitPlan.of`'s `normed`), or None where its matmuls
+    run F.linear alone: `matmul="cublas"`, a weight off the GPU, no triton."""
     if check_decode_matmul(matmul) == "cublas" or triton is None or not weight.is_cuda:
         return None
     processors = torch.cuda.get_device_properties(weight.device).multi_processor_count
-    return SplitPlan.of(weight.shape[0], weight.shape[1], processors)
+    return SplitPlan.of(weight.shape[0], weight.shape[1], processors, normed)
+
+
+def rms_normalized(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) over the last dim, computed in float32 and returned in x's dtype: a Llama-family
+    RMSNorm without its weight (a folded layer's weight lives in the next matrix)."""
+    wide = x.float()
+    return (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class DecodeMatmul(torch.nn.Module):
     """F.linear(x, weight, bias) of one matrix of the decode weights' layers (the weight is the caller's, passed at
     every call): by the kernel where the matrix has a plan (found when the layers are built, not in a step) and
-    `split_k_runs(x)`, else F.linear. Holds the matrix's counters as a buffer, so each matrix has its own."""
+    `split_k_runs(x)`, else F.linear. Holds the matrix's counters as a buffer, so each matrix has its own.
 
-    def __init__(self, weight: torch.Tensor, matmul: str = "split_k"):
+    `normed` gives the matrix a plan that can fold its input's norm (one slice); `folded` computes the product with
+    the folds of `skinny_linear` by the kernel where it runs, by separate operations elsewhere."""
+
+    def __init__(self, weight: torch.Tensor, matmul: str = "split_k", normed: bool = False):
         super().__init__()
-        self.plan = split_plan(weight, matmul)
+        self.plan = split_plan(weight, matmul, normed)
         counts = split_k_counts(self.plan, weight.shape[0], weight.device) if self.plan is not None else None
         self.register_buffer("counts", counts, persistent=False)
 
@@ -184,3 +227,13 @@ class DecodeMatmul(torch.nn.Module):
         if self.plan is not None and split_k_runs(x):
             return skinny_linear(x, weight, bias, self.plan, self.counts)
         return F.linear(x, weight, bias)
+
+    def folded(
+        self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, norm_eps: float | None = None,
+        residual: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """F.linear(rms_normalized(x, norm_eps), weight, bias) + residual (each fold where given)."""
+        if self.plan is not None and split_k_runs(x):
+            return skinny_linear(x, weight, bias, self.plan, self.counts, norm_eps, residual)
+        product = F.linear(x if norm_eps is None else rms_normalized(x, norm_eps), weight, bias)
+        return product if residual is None else residual + product
