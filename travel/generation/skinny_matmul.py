@@ -55,7 +55,7 @@ if triton is not None:
         the transposed product, W's block times X's rows (BLOCK_N, BLOCK_M): the weight is the tensor cores' first
         operand, whose 64 rows they take whole, and the few rows of X their narrow second one.
         NORMED (one slice): X's rows are RMS-normalised first, the norm's weight being folded into W already: the
-        program sums the squares of the rows it loads (beside the tensor cores, which read the loads unchanged) and
+        program adds up the squares of the rows it loads (beside the tensor cores, which read the loads unchanged) and
         scales its product by each row's 1 / sqrt(mean(x^2) + eps) at the end. HAS_RESIDUAL: OUT gets RESIDUAL (rows,
         columns) plus the product, rounded as the two separate operations would be."""
         block, piece = tl.program_id(0), tl.program_id(1)
@@ -63,7 +63,7 @@ if triton is not None:
         m = tl.arange(0, BLOCK_M)
         k = tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
-        squares = tl.zeros((BLOCK_M,), tl.float32)
+        squares = tl.zeros((BLOCK_K, BLOCK_M), tl.float32)  # summed over the inner entries once, after the loop
         for start in range(piece * SPLIT, piece * SPLIT + SPLIT, BLOCK_K):
             kk = start + k
             w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
@@ -72,9 +72,9 @@ if triton is not None:
             acc += tl.dot(w, x)
             if NORMED:
                 wide = x.to(tl.float32)
-                squares += tl.sum(wide * wide, axis=0)
+                squares += wide * wide
         if NORMED:
-            acc = acc * tl.rsqrt(squares / inner + eps)[None, :]
+            acc = acc * tl.rsqrt(tl.sum(squares, axis=0) / inner + eps)[None, :]
         valid = (n[:, None] < columns) & (m[None, :] < rows)
         out = OUT + m[None, :] * stride_or + n[:, None]
         dtype = OUT.dtype.element_ty
