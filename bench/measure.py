@@ -40,7 +40,7 @@ def above_weights(peak: int | None, weights: int | None) -> str:
 
 KERNEL_KINDS = (  # what a kernel's name says it does, first match wins (cuBLAS and FlashAttention both use CUTLASS)
     ("attention", ("_partials_kernel", "_merge_kernel", "flash", "fmha", "attention")),
-    ("weight matmuls", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "splitkreduce")),
+    ("weight matmuls", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "splitkreduce", "_split_k_kernel")),
     ("vocabulary sort", ("sort", "radix")),
 )
 
