@@ -15,6 +15,12 @@ gated MLP with gate and up as one; norms, rotary embedding, the cache, the atten
 registered ones included) and the output projections' weights are the wrapped module's own. Their four matmuls run
 through `DecodeMatmul`: in a decode step on a GPU, a split-K Triton kernel (hardware.decode_matmul,
 travel/generation/skinny_matmul.py).
+
+decode_weights=folded goes one step further: `install(..., fold=True)` makes each layer a `FoldedLayer`, whose
+RMSNorms' weights are multiplied into the fused matrices at every refresh (`FusedStorage.fold_norms`) and whose
+norms' 1/rms and residual adds the kernel computes inside the q/k/v, gate/up, o and down matmuls. Between a layer's
+matmuls the compiled step then runs no norm kernels. In that copy the fused matrices hold the folded weights, so its
+layers are computed by `FoldedLayer` alone (the wrapped modules' own forwards would skip the norms).
 """
 
 from __future__ import annotations
