@@ -22,10 +22,11 @@ F.linear elsewhere (prefills, jump steps of many positions, 40-row buffers, the 
 the input's dtype is what cuBLAS computes up to the order of the additions.
 For the folded decode layers (hardware.decode_weights=folded, travel/generation/fused_projections.py) the kernel also
 takes an RMSNorm of its input whose weight is folded into the matrix (the squares of the loaded rows added up beside
-the tensor cores, the product scaled by each row's 1/rms at the end) and a residual added to its product. On an H200
-at one row, 36 layers each, q/k/v took 11.14 against 10.47 us a layer and gate/up 25.76 against 25.29 (a first version
-that summed the squares across threads at every loop iteration); the residual adds cost nothing measurable. The
-compiled decode step at one candidate went from 3.64 to 3.53 ms (docs/performance.md).
+the tensor cores, the product scaled by each row's 1/rms at the end) and a residual added to its product. On an H200,
+36 layers each, us a layer with the fold / without: one row q/k/v 10.75 / 10.46, gate/up 25.70 / 25.41; 20 rows 11.60 /
+11.01 and 27.43 / 26.51 (13.54 and 27.73 when the squares were summed across threads at every loop iteration); the
+residual adds cost nothing measurable. The compiled decode step went from 3.57 to 3.46 ms at one candidate and from
+4.60 to 4.50 at 20 (docs/performance.md).
 Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernel on CPU tensors (float32 and float16; its bfloat16
 products are not exact), which is how the CPU tests check it.
 """
