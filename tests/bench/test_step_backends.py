@@ -34,6 +34,11 @@ def test_a_bare_backend_keeps_the_decoders_defaults():
     }
     assert StepBackend.parse("cuda_graph:shared::fused+cublas").decoder_settings()["decode_matmul"] == "cublas"
     assert StepBackend.parse("cuda_graph:shared::fused+cublas").label().endswith("gate/up weights, matmuls by cuBLAS")
+    folded = StepBackend.parse("cuda_graph:shared::folded+compile")
+    assert folded.decoder_settings()["decode_weights"] == "folded"
+    assert folded.label() == (
+        "cuda_graph, prompt shared, fused weights, norms and residual adds folded into the matmuls, compiled forward"
+    )
     assert not StepBackend.parse("static+jump").compiles
     assert StepBackend.parse("static+prefill").compiles
     assert StepBackend.parse("cuda_graph:repeated:bfloat16:copy+jump").label() == (
