@@ -54,17 +54,22 @@ def with_norm_weights(model, seed: int = 7):
     return model
 
 
+def assert_same_logits(copy, model):
+    """`copy` (a decode copy of `model`) gives the model's logits for 3 rows of 11 seeded tokens."""
+    ids = torch.randint(0, 200, (3, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, got = model(input_ids=ids).logits, copy(input_ids=ids).logits
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("family", ["qwen3", "llama", "qwen2", "llama_bias"])
 def test_the_fused_copy_computes_the_models_logits(family):
     model = tiny_family_model(family)
     fused = DecodeWeights(None, fuse=True).refreshed(model)
     layer = fused.model.layers[0]
     assert isinstance(layer.self_attn, FusedAttention) and isinstance(layer.mlp, FusedMLP)
-    ids = torch.randint(0, 200, (3, 11), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        expected, got = model(input_ids=ids).logits, fused(input_ids=ids).logits
-    assert got.shape == expected.shape
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert_same_logits(fused, model)
 
 
 @needs_interpreter
@@ -106,11 +111,7 @@ def test_the_folded_copy_computes_the_models_logits(family):
     master = model.model.layers[0]
     qkv = torch.cat([getattr(master.self_attn, name).weight for name in ("q_proj", "k_proj", "v_proj")])
     torch.testing.assert_close(folded.model.layers[0].layer.self_attn.qkv_weight, qkv * master.input_layernorm.weight)
-    ids = torch.randint(0, 200, (3, 11), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        expected, got = model(input_ids=ids).logits, folded(input_ids=ids).logits
-    assert got.shape == expected.shape
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert_same_logits(folded, model)
 
 
 @needs_interpreter
