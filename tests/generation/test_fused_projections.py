@@ -66,7 +66,7 @@ def assert_same_logits(copy, model):
 @pytest.mark.parametrize("family", ["qwen3", "llama", "qwen2", "llama_bias"])
 def test_the_fused_copy_computes_the_models_logits(family):
     model = tiny_family_model(family)
-    fused = DecodeWeights(None, fuse=True).refreshed(model)
+    fused = DecodeWeights(None, "fused").refreshed(model)
     layer = fused.model.layers[0]
     assert isinstance(layer.self_attn, FusedAttention) and isinstance(layer.mlp, FusedMLP)
     assert_same_logits(fused, model)
@@ -82,7 +82,7 @@ def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logit
     from travel.generation import skinny_matmul
 
     model = tiny_family_model(family, hidden_size=256, intermediate_size=512)
-    fused = DecodeWeights(None, fuse=True).refreshed(model)
+    fused = DecodeWeights(None, "fused").refreshed(model)
     matmuls = [module for module in fused.modules() if isinstance(module, skinny_matmul.DecodeMatmul)]
     assert len(matmuls) == 4 * len(fused.model.layers)
     for matmul, weight in zip(matmuls, [w for layer in fused.model.layers for w in (
@@ -106,7 +106,7 @@ def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logit
 def test_the_folded_copy_computes_the_models_logits(family):
     """Off the GPU a folded layer runs its operations one by one, over the matrices with the norms' weights in them."""
     model = with_norm_weights(tiny_family_model(family))
-    folded = DecodeWeights(None, fuse=True, fold=True).refreshed(model)
+    folded = DecodeWeights(None, "folded").refreshed(model)
     assert all(isinstance(layer, FoldedLayer) for layer in folded.model.layers)
     master = model.model.layers[0]
     qkv = torch.cat([getattr(master.self_attn, name).weight for name in ("q_proj", "k_proj", "v_proj")])
@@ -126,7 +126,7 @@ def test_folded_layers_by_the_split_k_kernel_compute_the_models_logits(family, m
 
     sizes = {} if family == "qwen3" else {"hidden_size": 256, "intermediate_size": 512}
     model = with_norm_weights(tiny_family_model(family, **sizes))
-    folded = DecodeWeights(None, fuse=True, fold=True).refreshed(model)
+    folded = DecodeWeights(None, "folded").refreshed(model)
     layers = [layer.layer for layer in folded.model.layers]
     matmuls = []
     for layer in layers:
@@ -186,12 +186,12 @@ def test_decoding_over_the_fused_copy_equals_decoding_the_model(step, greedy, we
 def test_the_fused_copy_shares_the_prompts_cache_as_the_model_does():
     tiny = build_tiny_random(seed=3)
     assert shared_prefix_supported(tiny.model)
-    assert shared_prefix_supported(DecodeWeights(None, fuse=True).refreshed(tiny.model))
+    assert shared_prefix_supported(DecodeWeights(None, "fused").refreshed(tiny.model))
 
 
 def test_the_fused_copy_in_the_compute_dtype_reads_each_projection_from_its_matrix():
     tiny = build_tiny_random(seed=3)
-    fused = DecodeWeights(torch.bfloat16, fuse=True).refreshed(tiny.model)
+    fused = DecodeWeights(torch.bfloat16, "fused").refreshed(tiny.model)
     master, layer = tiny.model.model.layers[1], fused.model.layers[1]
     qkv = [getattr(master.self_attn, name).weight for name in ("q_proj", "k_proj", "v_proj")]
     gate_up = [master.mlp.gate_proj.weight, master.mlp.up_proj.weight]
@@ -203,7 +203,7 @@ def test_the_fused_copy_in_the_compute_dtype_reads_each_projection_from_its_matr
 
 def test_a_copy_in_the_weights_own_dtype_holds_the_fused_matrices_alone_and_follows_replaced_parameters():
     tiny = build_tiny_random(seed=3)
-    weights = DecodeWeights(None, fuse=True)
+    weights = DecodeWeights(None, "fused")
     fused = weights.refreshed(tiny.model)
     master = tiny.model.model.layers[0]
     assert fused.model.embed_tokens.weight is tiny.model.model.embed_tokens.weight

@@ -38,14 +38,16 @@ DECODE_WEIGHTS = ("master", "copy", "fused", "folded")
 class DecodeWeights:
     """`refreshed(model)` returns the compute-dtype copy of `model`, its parameters equal to the model's now.
 
-    `dtype` None keeps each parameter's own dtype; `fuse` reads each layer's q/k/v and gate/up projections as one
-    matrix (travel/generation/fused_projections.py), whose layers' matmuls run `matmul` (hardware.decode_matmul);
-    `fold` (with `fuse`) folds each layer's norms and residual adds into those matmuls (`FoldedLayer`)."""
+    `dtype` None keeps each parameter's own dtype. `layout` is hardware.decode_weights without `master`: `copy`,
+    `fused` (each layer's q/k/v and gate/up projections read as one matrix, travel/generation/fused_projections.py,
+    whose layers' matmuls run `matmul`, hardware.decode_matmul) or `folded` (those layers with their norms and
+    residual adds folded into the matmuls, `FoldedLayer`)."""
 
-    def __init__(self, dtype: torch.dtype | None, fuse: bool = False, matmul: str = "split_k", fold: bool = False):
-        if fold and not fuse:
-            raise ValueError("DecodeWeights: folding the norms needs the fused matrices (fuse=True)")
-        self.dtype, self.fuse, self.matmul, self.fold = dtype, fuse, matmul, fold
+    def __init__(self, dtype: torch.dtype | None, layout: str = "copy", matmul: str = "split_k"):
+        if layout not in DECODE_WEIGHTS[1:]:
+            raise ValueError(f"hardware.decode_weights={layout!r}: a copy is one of {', '.join(DECODE_WEIGHTS[1:])}")
+        self.dtype, self.matmul = dtype, matmul
+        self.fuse, self.fold = layout != "copy", layout == "folded"
         self._copy: Any = None
         self._storage: FusedStorage | None = None
         self._targets: dict[str, torch.Tensor] = {}  # the copy's own parameters, refreshed from the master's

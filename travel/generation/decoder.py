@@ -160,8 +160,7 @@ class StructuredDecoder:
         self._weights = None
         if decode_weights != "master":
             dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
-            fuse, fold = decode_weights in ("fused", "folded"), decode_weights == "folded"
-            self._weights = DecodeWeights(dtype, fuse=fuse, matmul=decode_matmul, fold=fold)
+            self._weights = DecodeWeights(dtype, decode_weights, matmul=decode_matmul)
         # a model whose layers cannot be fused (or folded) fails here, not at its first decode
         if decode_weights == "fused":
             decoder_layers(model)

@@ -231,9 +231,7 @@ class DecodeMatmul(torch.nn.Module):
         self.register_buffer("counts", counts, persistent=False)
 
     def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        if self.plan is not None and split_k_runs(x):
-            return skinny_linear(x, weight, bias, self.plan, self.counts)
-        return F.linear(x, weight, bias)
+        return self.folded(x, weight, bias)
 
     def folded(
         self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, norm_eps: float | None = None,
