@@ -46,8 +46,7 @@ class DecodeWeights:
     def __init__(self, dtype: torch.dtype | None, layout: str = "copy", matmul: str = "split_k"):
         if layout not in DECODE_WEIGHTS[1:]:
             raise ValueError(f"hardware.decode_weights={layout!r}: a copy is one of {', '.join(DECODE_WEIGHTS[1:])}")
-        self.dtype, self.matmul = dtype, matmul
-        self.fuse, self.fold = layout != "copy", layout == "folded"
+        self.dtype, self.layout, self.matmul = dtype, layout, matmul
         self._copy: Any = None
         self._storage: FusedStorage | None = None
         self._targets: dict[str, torch.Tensor] = {}  # the copy's own parameters, refreshed from the master's
@@ -66,14 +65,14 @@ class DecodeWeights:
             self._build(model)
         with torch.no_grad():
             torch._foreach_copy_(list(self._targets.values()), [masters[name] for name in self._targets])
-        if self.fold:
+        if self._storage is not None:  # a fused copy folds its norms again (none unless folded)
             self._storage.fold_norms()
         return self._copy
 
     def _build(self, model: Any) -> None:
         # the old copy is released before the new one is allocated
         self._copy, self._targets, self._shared, self._storage = None, {}, {}, None
-        fused = FusedStorage.of(model, self.dtype) if self.fuse else None
+        fused = FusedStorage.of(model, self.dtype) if self.layout != "copy" else None
         memo: dict[int, Any] = {} if fused is None else dict(fused.views)  # fused projections: views into their matrix
         shared: dict[str, torch.nn.Parameter] = {}
         for name, parameter in model.named_parameters():  # tied weights are one parameter, so they stay tied
@@ -91,5 +90,5 @@ class DecodeWeights:
         # the master's names, taken before the fused modules wrap the copy's
         targets = {name: target for name, target in clone.named_parameters() if name not in shared}
         if fused is not None:
-            install(clone, fused, self.matmul, self.fold)
+            install(clone, fused, self.matmul, fold=self.layout == "folded")
         self._copy, self._targets, self._shared, self._storage = clone, targets, shared, fused

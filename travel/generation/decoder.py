@@ -26,7 +26,7 @@ from travel.agents.models import resolve_dtype
 from travel.generation.compiled_forward import prompt_forward
 from travel.generation.decode_loop import decode_loop, jump_width
 from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
-from travel.generation.fused_projections import decoder_layers, foldable_layers
+from travel.generation.fused_projections import layers_to_fuse
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     EagerDecodeStep,
@@ -161,11 +161,8 @@ class StructuredDecoder:
         if decode_weights != "master":
             dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
             self._weights = DecodeWeights(dtype, decode_weights, matmul=decode_matmul)
-        # a model whose layers cannot be fused (or folded) fails here, not at its first decode
-        if decode_weights == "fused":
-            decoder_layers(model)
-        elif decode_weights == "folded":
-            foldable_layers(model)
+        if decode_weights in ("fused", "folded"):  # a model whose layers cannot be fused or folded fails here,
+            layers_to_fuse(model, fold=decode_weights == "folded")  # not at its first decode
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)

@@ -232,11 +232,16 @@ def foldable_layers(model: Any) -> list[Any]:
     return layers
 
 
+def layers_to_fuse(model: Any, fold: bool) -> list[Any]:
+    """`foldable_layers(model)` with `fold`, else `decoder_layers(model)`: the layers `install` wraps, checked."""
+    return foldable_layers(model) if fold else decoder_layers(model)
+
+
 def install(model: Any, storage: FusedStorage, matmul: str = "split_k", fold: bool = False) -> None:
     """Wrap every decoder layer's attention and MLP of `model` (whose projections are `storage`'s views); `matmul`
     is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py). With
     `fold` each layer becomes a `FoldedLayer`, and `storage` learns which norm weight scales which matrix."""
-    layers = foldable_layers(model) if fold else decoder_layers(model)
+    layers = layers_to_fuse(model, fold)
     for index, (layer, attention, mlp) in enumerate(zip(layers, storage.attention, storage.mlp)):
         layer.self_attn = FusedAttention(layer.self_attn, attention, matmul, fold)
         layer.mlp = FusedMLP(layer.mlp, mlp, matmul, fold)
