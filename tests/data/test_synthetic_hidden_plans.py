@@ -20,7 +20,7 @@ from tests.data.test_synthetic import (  # noqa: F401  (plans, rows, source: fix
     source,
     table_cells,
 )
-from travel.data.synthetic import _choose_lodging, _choose_restaurants, feasible_plan, synthesize_row
+from travel.data.synthetic import SyntheticSource, _choose_lodging, _choose_restaurants, feasible_plan, synthesize_row
 from travel.data.synthetic_places import PLACES
 from travel.data.synthetic_tables import build_city_block
 
@@ -254,3 +254,38 @@ def test_every_row_parses_with_the_catalog_parser(rows, plans):
             if day["transportation"] != "-":
                 entry = match_transport(day["transportation"], catalog)
                 assert entry is not None and scaled_party_cost(entry, raw["people_number"]) is not None
+
+
+def test_short_tables_keep_the_plan_and_every_other_column(rows, plans):
+    """`table_rows` cuts each table to its first entries plus the plan's own: the same request, budget and plan,
+    which still passes the independent check on the short tables."""
+    table_rows = 2
+    short = SyntheticSource(seed=0, num_rows=180, table_rows=table_rows)
+    assert short.feasible_plans() == plans
+    planned = {"restaurants": 3, "attractions": 1, "lodgings": 1}
+    for index, (raw, cut) in enumerate(zip(rows, short.load_raw())):
+        assert {k: v for k, v in cut.items() if k != "reference_information"} == {
+            k: v for k, v in raw.items() if k != "reference_information"
+        }
+        assert len(cut["reference_information"]) < len(raw["reference_information"]), index
+        try:
+            check_plan(cut, plans[index])
+        except (AssertionError, KeyError) as error:
+            pytest.fail(f"row {index}: {error!r}")
+        full, kept = read_tables(raw), read_tables(cut)
+        for kind, own in planned.items():
+            for city, entries in kept[kind].items():
+                assert len(entries) <= table_rows + own, (index, kind, city)
+                assert len(entries) >= min(table_rows, len(full[kind][city])), (index, kind, city)
+                if isinstance(entries, dict):
+                    assert all(full[kind][city][name] == value for name, value in entries.items()), (index, kind)
+                else:
+                    assert entries <= full[kind][city], (index, kind, city)
+        for route, flights in kept["flights"].items():
+            assert len(flights) <= table_rows + 1 and flights.items() <= full["flights"][route].items(), (index, route)
+
+
+@pytest.mark.parametrize("table_rows", [0, -3, 2.5, True, "4"])
+def test_bad_table_lengths_are_rejected(table_rows):
+    with pytest.raises(ValueError, match="table_rows"):
+        SyntheticSource(seed=0, num_rows=3, table_rows=table_rows)

@@ -10,6 +10,7 @@ column; read it through `SyntheticSource.feasible_plans()` or `feasible_plan(raw
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import hashlib
 import math
@@ -244,8 +245,25 @@ def _pick_places(rng: random.Random, cities: int):
     return origin, visited, dest
 
 
-def synthesize_row(seed: int, index: int) -> SyntheticRow:
-    """Row `index` of the synthetic split for `seed`, with the plan it was built around."""
+def _shortened(block: CityBlock, table_rows: int, plan_entities: set[int], attraction: str) -> CityBlock:
+    """The block with each table cut to its first `table_rows` entries plus the plan's own, in table order."""
+
+    def kept(entries: list, planned) -> list:
+        return [entry for position, entry in enumerate(entries) if position < table_rows or planned(entry)]
+
+    return CityBlock(
+        block.place,
+        kept(block.attractions, lambda row: row[0] == attraction),
+        kept(block.restaurants, lambda restaurant: id(restaurant) in plan_entities),
+        kept(block.lodgings, lambda lodging: id(lodging) in plan_entities),
+    )
+
+
+def synthesize_row(seed: int, index: int, table_rows: Optional[int] = None) -> SyntheticRow:
+    """Row `index` of the synthetic split for `seed`, with the plan it was built around.
+
+    `table_rows` cuts every attraction, restaurant, accommodation and flight table to its first `table_rows`
+    entries plus the ones the plan uses (the rest of the row is the same: the tables are drawn whole, then cut)."""
     level, days, cities = row_layout(index)
     rng = random.Random(f"travel-synthetic:{seed}:{index}")
     origin, visited, dest = _pick_places(rng, cities)
@@ -272,6 +290,17 @@ def synthesize_row(seed: int, index: int) -> SyntheticRow:
     attractions = [rng.choice(block.attractions)[0] for block in blocks]
     plan, cost = _assemble_plan(legs, blocks, transport, lodgings, restaurants, attractions, people)
     budget = int(math.ceil(cost * rng.uniform(1.2, 1.6) / 100.0) * 100)
+    if table_rows is not None:
+        planned = {id(entity) for entity in [*lodgings, *(r for picks in restaurants for r in picks)]}
+        blocks = [_shortened(block, table_rows, planned, name) for block, name in zip(blocks, attractions)]
+        flown = [value for mode, _, value in transport if mode == "flight"]
+        legs = [
+            dataclasses.replace(leg, flights=[
+                flight for position, flight in enumerate(leg.flights)
+                if position < table_rows or any(value.startswith(f"Flight Number: {flight.number},") for value in flown)
+            ])
+            for leg in legs
+        ]
 
     records = [record for block in blocks for record in block.records()]
     records += [record for leg in legs for record in leg.records()]
@@ -303,8 +332,8 @@ def _fingerprint(raw_row: Mapping[str, Any]) -> str:
 
 
 @lru_cache(maxsize=8)
-def _synthesize(seed: int, num_rows: int) -> tuple[SyntheticRow, ...]:
-    rows = tuple(synthesize_row(seed, index) for index in range(num_rows))
+def _synthesize(seed: int, num_rows: int, table_rows: Optional[int]) -> tuple[SyntheticRow, ...]:
+    rows = tuple(synthesize_row(seed, index, table_rows) for index in range(num_rows))
     for row in rows:
         _PLANS_BY_FINGERPRINT[_fingerprint(row.raw)] = row.plan
     return rows
@@ -312,10 +341,14 @@ def _synthesize(seed: int, num_rows: int) -> tuple[SyntheticRow, ...]:
 
 @dataclass(frozen=True)
 class SyntheticSource:
-    """Deterministic synthetic rows: `num_rows` (at most 180) rows of the validation layout for `seed`."""
+    """Deterministic synthetic rows: `num_rows` (at most 180) rows of the validation layout for `seed`.
+
+    `table_rows` (None: the hub's lengths) shortens the attraction, restaurant, accommodation and flight tables
+    (`synthesize_row`): shorter prompts for CPU runs of a tiny model, the same trips and plans."""
 
     seed: int = 0
     num_rows: int = SPLIT_ROWS
+    table_rows: Optional[int] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
@@ -323,19 +356,23 @@ class SyntheticSource:
         valid_count = isinstance(self.num_rows, int) and not isinstance(self.num_rows, bool)
         if not valid_count or not 1 <= self.num_rows <= SPLIT_ROWS:
             raise ValueError(f"SyntheticSource: num_rows must be an integer in 1..{SPLIT_ROWS}, got {self.num_rows!r}")
+        valid_rows = isinstance(self.table_rows, int) and not isinstance(self.table_rows, bool) and self.table_rows >= 1
+        if self.table_rows is not None and not valid_rows:
+            raise ValueError(f"SyntheticSource: table_rows must be null or an integer >= 1, got {self.table_rows!r}")
 
     split_name = "validation"
 
     def describe(self) -> str:
-        return f"synthetic rows (seed {self.seed}, {self.num_rows} rows in the validation layout)"
+        tables = "" if self.table_rows is None else f", tables cut to {self.table_rows} rows plus the plan's"
+        return f"synthetic rows (seed {self.seed}, {self.num_rows} rows in the validation layout{tables})"
 
     def load_raw(self) -> list[dict[str, Any]]:
         """Rows in the hub's format (11 columns, no plan column); fresh dicts on every call."""
-        return [dict(row.raw) for row in _synthesize(self.seed, self.num_rows)]
+        return [dict(row.raw) for row in _synthesize(self.seed, self.num_rows, self.table_rows)]
 
     def feasible_plans(self) -> list[list[dict[str, str]]]:
         """Per row, the plan the row was built around: one dict of the 7 plan fields per day."""
-        return [copy.deepcopy(row.plan) for row in _synthesize(self.seed, self.num_rows)]
+        return [copy.deepcopy(row.plan) for row in _synthesize(self.seed, self.num_rows, self.table_rows)]
 
 
 def feasible_plan(raw_row: Mapping[str, Any]) -> list[dict[str, str]]:
