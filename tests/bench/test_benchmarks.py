@@ -56,7 +56,7 @@ def test_preference_collection_benchmark_reports_each_batch_size(tmp_path, capsy
     out = tmp_path / "preference.json"
     code = preference_collection.main(
         ["--device", "cpu", "--batch-sizes", "2,1", "--json", str(out), "model=tiny_random", "hardware=cpu",
-         "data=synthetic", "algorithm.preference_num_candidates=2", "generation.max_value_tokens=2"]
+         "data=synthetic_short", "algorithm.preference_num_candidates=2", "generation.max_value_tokens=2"]
     )
     assert code == 0
     results = json.loads(out.read_text())["results"]
@@ -78,7 +78,7 @@ def test_update_benchmark_times_every_layout_on_the_same_weights(tmp_path, capsy
     out = tmp_path / "update.json"
     code = update.main(
         ["--device", "cpu", "--prompts", "1", "--repeats", "1", "--json", str(out), "model=tiny_random",
-         "hardware=cpu", "data=synthetic", "generation.max_value_tokens=2", "generation.max_new_tokens=300"]
+         "hardware=cpu", "data=synthetic_short", "generation.max_value_tokens=2", "generation.max_new_tokens=300"]
     )
     assert code == 0
     results = json.loads(out.read_text())["results"]
@@ -101,7 +101,7 @@ def test_train_step_benchmark_times_each_phase_and_projects_the_run(tmp_path, ca
     out = tmp_path / "train_step.json"
     code = train_step.main(
         ["--algorithm", algorithm, "--device", "cpu", "--json", str(out), "model=tiny_random", "hardware=cpu",
-         "data=synthetic", "generation.max_value_tokens=2", "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS[algorithm]]
+         "data=synthetic_short", "generation.max_value_tokens=2", "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS[algorithm]]
     )
     assert code == 0
     result = json.loads(out.read_text())
@@ -117,7 +117,7 @@ def test_train_step_variants_measure_the_same_actors_again_with_settings_changed
     code = train_step.main(
         ["--device", "cpu", "--json", str(out), "--variant", "gradient_checkpointing=false", "--variant",
          "gradient_checkpointing=true,checkpoint_layers=1,prefix_attention=chunked_flash", "model=tiny_random",
-         "hardware=cpu", "hardware.gradient_checkpointing=true", "data=synthetic", "generation.max_value_tokens=2",
+         "hardware=cpu", "hardware.gradient_checkpointing=true", "data=synthetic_short", "generation.max_value_tokens=2",
          "generation.max_new_tokens=300", *TRAIN_STEP_OPTIONS["magrpo"]]
     )
     assert code == 0
