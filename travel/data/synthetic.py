@@ -259,6 +259,16 @@ def _shortened(block: CityBlock, table_rows: int, plan_entities: set[int], attra
     )
 
 
+def _shortened_leg(leg: Leg, table_rows: int, flown: set[str]) -> Leg:
+    """The leg with its flight table cut to its first `table_rows` flights plus the one the plan takes."""
+    route = f"from {leg.origin} to {leg.destination}"
+    kept = [
+        flight for position, flight in enumerate(leg.flights)
+        if position < table_rows or f"Flight Number: {flight.number}, {route}" in flown
+    ]
+    return dataclasses.replace(leg, flights=kept)
+
+
 def synthesize_row(seed: int, index: int, table_rows: Optional[int] = None) -> SyntheticRow:
     """Row `index` of the synthetic split for `seed`, with the plan it was built around.
 
@@ -293,14 +303,8 @@ def synthesize_row(seed: int, index: int, table_rows: Optional[int] = None) -> S
     if table_rows is not None:
         planned = {id(entity) for entity in [*lodgings, *(r for picks in restaurants for r in picks)]}
         blocks = [_shortened(block, table_rows, planned, name) for block, name in zip(blocks, attractions)]
-        flown = [value for mode, _, value in transport if mode == "flight"]
-        legs = [
-            dataclasses.replace(leg, flights=[
-                flight for position, flight in enumerate(leg.flights)
-                if position < table_rows or any(value.startswith(f"Flight Number: {flight.number},") for value in flown)
-            ])
-            for leg in legs
-        ]
+        flown = {value for mode, _, value in transport if mode == "flight"}
+        legs = [_shortened_leg(leg, table_rows, flown) for leg in legs]
 
     records = [record for block in blocks for record in block.records()]
     records += [record for leg in legs for record in leg.records()]
