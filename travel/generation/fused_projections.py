@@ -33,6 +33,8 @@ from typing import Any
 import torch
 
 from travel.generation.skinny_matmul import DecodeMatmul
+from travel.generation.static_step import static_layer
+from travel.generation.triton_rotary import rotary_cache_runs, rotary_cache_write
 
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
@@ -122,6 +124,7 @@ class FusedAttention(torch.nn.Module):
         self.sizes = fused.sizes
         self.qkv_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
         self.o_matmul = DecodeMatmul(attention.o_proj.weight, matmul)
+        self.rotary_kernel = matmul == "split_k"  # the decode step's Triton kernels, the rotary one with the matmuls'
         modeling = sys.modules[type(attention).__module__]
         self.rotate, self.eager_attention = modeling.apply_rotary_pos_emb, modeling.eager_attention_forward
         self.attention_functions = modeling.ALL_ATTENTION_FUNCTIONS  # the registry the wrapped module reads
@@ -139,15 +142,19 @@ class FusedAttention(torch.nn.Module):
         cache = kwargs.pop("cache", None)  # transformers 5 names it `cache`, earlier versions `past_key_values`
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
         input_shape = qkv.shape[:-1]
-        hidden_shape = (*input_shape, -1, attention.head_dim)
-        query, key, value = (part.view(hidden_shape) for part in qkv.split(self.sizes, -1))
-        if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
-            query, key = attention.q_norm(query), attention.k_norm(key)
-        query, key, value = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
         cos, sin = position_embeddings
-        query, key = self.rotate(query, key, cos, sin)
-        if cache is not None:
-            key, value = cache.update(key, value, attention.layer_idx)
+        step_layer = static_layer(cache, attention.layer_idx)
+        if self.rotary_kernel and step_layer is not None and qkv.dim() == 3 and rotary_cache_runs(qkv):
+            # a decode step: norms, rotation and the cache writes in one kernel (travel/generation/triton_rotary.py)
+            head_dim = attention.head_dim
+            query = rotary_cache_write(qkv, self.sizes[0] // head_dim, self.sizes[1] // head_dim, head_dim,
+                                       getattr(attention, "q_norm", None), getattr(attention, "k_norm", None),
+                                       cos, sin, step_layer)
+            key, value = step_layer.views()
+        else:
+            query, key, value = self.rotated(qkv, cos, sin)
+            if cache is not None:
+                key, value = cache.update(key, value, attention.layer_idx)
         implementation = attention.config._attn_implementation
         eager = implementation in (None, "eager")
         interface = self.eager_attention if eager else self.attention_functions[implementation]
@@ -158,6 +165,18 @@ class FusedAttention(torch.nn.Module):
             dropout=0.0 if not attention.training else attention.attention_dropout, scaling=attention.scaling, **kwargs,
         )
         return output.reshape(*input_shape, -1).contiguous(), weights
+
+    def rotated(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """The (rows, heads, positions, head dim) queries, keys and values of the q/k/v product, the queries and keys
+        normalised (where the model has q/k norms) and rotated, by the model's own operations."""
+        attention = self.attention
+        hidden_shape = (*qkv.shape[:-1], -1, attention.head_dim)
+        query, key, value = (part.view(hidden_shape) for part in qkv.split(self.sizes, -1))
+        if hasattr(attention, "q_norm"):  # Qwen3 normalises each head's query and key
+            query, key = attention.q_norm(query), attention.k_norm(key)
+        query, key, value = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
+        query, key = self.rotate(query, key, cos, sin)
+        return query, key, value
 
 
 class FusedMLP(torch.nn.Module):

@@ -48,7 +48,7 @@ if StaticPositionLayer is not None:
                 dim, index = 2, self.write_index[:, None, :, None].expand(-1, kv_heads, -1, head_dim)
             for buffer, states in zip(self.buffers, (key_states, value_states)):
                 buffer.scatter_(dim, index, self._written(states))
-            return self._views()
+            return self.views()
 
 
 class JumpDecodeStep(StaticDecodeStep):

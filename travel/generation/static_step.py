@@ -190,7 +190,7 @@ if DynamicLayer is not None:
             """(rows, kv heads, W, head dim) states in the buffers' layout and dtype."""
             return (states.transpose(1, 2) if self.token_major else states).to(self.dtype)
 
-        def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        def views(self) -> tuple[torch.Tensor, torch.Tensor]:
             keys, values = self.buffers
             return (keys.transpose(1, 2), values.transpose(1, 2)) if self.token_major else (keys, values)
 
@@ -202,10 +202,19 @@ if DynamicLayer is not None:
             dim = 1 if self.token_major else 2
             for buffer, states in zip(self.buffers, (key_states, value_states)):
                 buffer.index_copy_(dim, self.write_index, self._written(states))
-            return self._views()
+            return self.views()
 
         def get_seq_length(self) -> int:
             return int(self.keys.shape[-2])
+
+
+def static_layer(cache: Any, index: int) -> Any:
+    """`cache`'s layer `index` where it is a decode step's `StaticPositionLayer` (the step's columns known), else None."""
+    layers = getattr(cache, "layers", None)
+    if DynamicLayer is None or layers is None:
+        return None
+    layer = layers[index]
+    return layer if isinstance(layer, StaticPositionLayer) else None
 
 
 class StaticDecodeStep:
