@@ -14,7 +14,8 @@ Llama family (Llama, Qwen2, Qwen3: optional q/k norms and biases) with the three
 gated MLP with gate and up as one; norms, rotary embedding, the cache, the attention function (the decoder's
 registered ones included) and the output projections' weights are the wrapped module's own. Their four matmuls run
 through `DecodeMatmul`: in a decode step on a GPU, a split-K Triton kernel (hardware.decode_matmul,
-travel/generation/skinny_matmul.py).
+travel/generation/skinny_matmul.py). With that kernel, a decode step's q/k norms, rotary embedding and cache writes
+run as one Triton kernel too (travel/generation/triton_rotary.py), where the step's cache says which columns it writes.
 
 decode_weights=folded goes one step further: `install(..., fold=True)` makes each layer a `FoldedLayer`, whose
 RMSNorms' weights are multiplied into the fused matrices at every refresh (`FusedStorage.fold_norms`) and whose
