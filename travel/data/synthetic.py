@@ -23,6 +23,7 @@ from travel.data.synthetic_places import MULTI_CITY_STATES, PLACES
 from travel.data.synthetic_query import write_query
 from travel.data.synthetic_tables import (
     CityBlock,
+    Flight,
     Leg,
     Lodging,
     Restaurant,
@@ -146,6 +147,11 @@ def _choose_restaurants(rng: random.Random, blocks: list[CityBlock], wanted: lis
     return chosen
 
 
+def _flight_value(leg: Leg, flight: Flight) -> str:
+    """What a plan's transportation field says for `flight` on `leg`."""
+    return f"Flight Number: {flight.number}, from {leg.origin} to {leg.destination}"
+
+
 def _choose_transport(rng: random.Random, legs: list[Leg], request: Optional[str]) -> list[tuple[str, float, str]]:
     """Per leg (mode, unit cost, plan value); never mixes self-driving with flights or taxis."""
     ground_everywhere = all(leg.ground_available for leg in legs)
@@ -164,7 +170,7 @@ def _choose_transport(rng: random.Random, legs: list[Leg], request: Optional[str
             choices.append((mode, float(cost), f"{'Self-driving' if driving else 'Taxi'}, {route}"))
         else:
             flight = rng.choice(sorted(leg.flights, key=lambda f: f.price)[:3])
-            choices.append(("flight", float(flight.price), f"Flight Number: {flight.number}, {route}"))
+            choices.append(("flight", float(flight.price), _flight_value(leg, flight)))
     return choices
 
 
@@ -261,10 +267,9 @@ def _shortened(block: CityBlock, table_rows: int, plan_entities: set[int], attra
 
 def _shortened_leg(leg: Leg, table_rows: int, flown: set[str]) -> Leg:
     """The leg with its flight table cut to its first `table_rows` flights plus the one the plan takes."""
-    route = f"from {leg.origin} to {leg.destination}"
     kept = [
         flight for position, flight in enumerate(leg.flights)
-        if position < table_rows or f"Flight Number: {flight.number}, {route}" in flown
+        if position < table_rows or _flight_value(leg, flight) in flown
     ]
     return dataclasses.replace(leg, flights=kept)
 
