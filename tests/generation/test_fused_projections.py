@@ -158,7 +158,8 @@ def test_folded_layers_by_the_split_k_kernel_compute_the_models_logits(family, m
 
 
 def outputs(decoder, requests, greedy):
-    groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=None if greedy else [5, 9])
+    seeds = None if greedy else [5, 9][: len(requests)]
+    groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True, seeds=seeds)
     return [
         (c.text, c.token_ids.tolist(), c.value_mask.tolist(), round(c.logprob, 4)) for group in groups for c in group
     ]

@@ -11,7 +11,7 @@ import torch
 from transformers.models.qwen3 import modeling_qwen3
 
 from tests.generation.conftest import short_request
-from tests.generation.test_fused_projections import SETTINGS, tiny_family_model, with_norm_weights
+from tests.generation.test_fused_projections import SETTINGS, outputs, tiny_family_model, with_norm_weights
 from tests.generation.triton_interpreter import needs_interpreter
 from travel.generation import StructuredDecoder, fused_projections
 from travel.generation.jump_step import RowPositionLayer
@@ -91,13 +91,6 @@ def test_the_kernel_refuses_a_product_of_another_width_and_one_norm_alone():
         rotary_cache_write(qkv, HEADS, KV_HEADS, HEAD_DIM, norms[0], None, cos, sin, layer)
 
 
-def decoded(decoder, requests, greedy):
-    """Each candidate's text, tokens, value mask and log-prob (rounded), 3 candidates a request."""
-    groups = decoder.generate(requests, 3, greedy=greedy, return_logprobs=True,
-                              seeds=None if greedy else list(range(5, 5 + len(requests))))
-    return [(c.text, c.token_ids.tolist(), c.value_mask.tolist(), round(c.logprob, 4)) for group in groups for c in group]
-
-
 @needs_interpreter
 @pytest.mark.parametrize("step,weights,greedy", [("shared", "folded", False), ("jump", "fused", True)])
 def test_decoding_with_the_rotary_kernel_equals_decoding_the_model(step, weights, greedy, monkeypatch):
@@ -115,7 +108,7 @@ def test_decoding_with_the_rotary_kernel_equals_decoding_the_model(step, weights
     settings = {**SETTINGS, "max_new_tokens": 40}
     kernel = StructuredDecoder(model, tokenizer, decode_weights=weights, **kind, **settings)
     plain = StructuredDecoder(model, tokenizer, **kind, **settings)
-    assert decoded(kernel, requests, greedy) == decoded(plain, requests, greedy)
+    assert outputs(kernel, requests, greedy) == outputs(plain, requests, greedy)
     assert calls and all(len(shape) == 3 for shape in calls)  # the decode steps ran the kernel
     assert any(shape[1] > 1 for shape in calls) == (step == "jump")
 
