@@ -5,6 +5,8 @@ interpreter runs the kernels (tests/conftest.py); on a GPU the compiled kernels 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -12,14 +14,15 @@ from tests.generation.test_prefix_attention import concatenated, written_inputs
 from tests.generation.triton_interpreter import needs_interpreter
 from travel.generation.prefix_attention import joint_softmax_attention
 from travel.generation.prefix_packing import pack_prefix, prefix_chunks, prompt_tokens
+from travel.generation import triton_split
 from travel.generation.triton_split import LARGEST_CHUNK_TILE, chunk_tiles, split_triton_attention
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
 
 
-def packed_call(inputs, written, per_prompt=None, poison=True, one_wave=True):
-    """`split_triton_attention` over `written_inputs`: the prefix packed and cut into `per_prompt` chunks, the
-    suffix laid out token-major as the decoder lays it, every column past a row's written end NaN."""
+def packed_arguments(inputs, written, per_prompt=None, poison=True, one_wave=True):
+    """`split_triton_attention`'s arguments for `written_inputs`: the prefix packed and cut into `per_prompt` chunks,
+    the suffix laid out token-major as the decoder lays it, every column past a row's written end NaN."""
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, _, scale, repeats = inputs
     attention = (prefix_bias[:, 0, 0] == 0).long()
     chunks, tokens = prefix_chunks(attention, prefix_keys.shape[1], per_prompt, one_wave), prompt_tokens(attention)
@@ -29,7 +32,11 @@ def packed_call(inputs, written, per_prompt=None, poison=True, one_wave=True):
         for row, length in enumerate(written.lengths.tolist()):
             for tensor in suffix:
                 tensor[row, :, length:] = float("nan")  # columns past a row's written end must not be read
-    return split_triton_attention(per_row, *packed, chunks, *suffix, None, scale, repeats, written)
+    return per_row, *packed, chunks, *suffix, None, scale, repeats, written
+
+
+def packed_call(inputs, written, per_prompt=None, poison=True, one_wave=True):
+    return split_triton_attention(*packed_arguments(inputs, written, per_prompt, poison, one_wave))
 
 
 @needs_interpreter
@@ -43,6 +50,24 @@ def test_the_two_kernels_are_the_joint_softmax_over_prefix_and_written_suffix(pr
     assert got.shape == inputs[0].shape and got.dtype == dtype and got.is_contiguous()
     tolerance = 2e-6 if dtype == torch.float32 else 2e-3  # float16 partials round once more than the joint softmax
     torch.testing.assert_close(got.double(), concatenated(*inputs), atol=tolerance, rtol=tolerance)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("prompts,repeats,per_kv,per_prompt", [(1, 1, 4, 3), (2, 4, 4, 2)], ids=["one-candidate", "buffer"])
+def test_a_prompt_of_few_queries_is_merged_by_its_last_partials_program(prompts, repeats, per_kv, per_prompt, monkeypatch):
+    """One candidate's 4 queries per key/value head, or a MAGRPO buffer's 4 candidates x 4, launch no merge kernel:
+    the output is the merge kernel's, bit for bit, and the counters are left zeroed, so the next layer's call (here
+    the same call again) merges as well."""
+    inputs, written = written_inputs(prompts, repeats, per_kv, 1)
+    arguments = packed_arguments(inputs, written, per_prompt)
+    chunks, kv_heads = arguments[3], arguments[1].shape[1]  # the packed prefix: (tokens, kv heads, head dim)
+    assert repeats * per_kv <= triton_split.FUSED_MERGE_QUERIES and chunks.counters is not None
+    by_merge_kernel = split_triton_attention(*arguments[:3], dataclasses.replace(chunks, counters=None), *arguments[4:])
+    monkeypatch.setattr(triton_split, "_MERGE", None)  # a merge launch fails
+    for _ in range(2):
+        assert torch.equal(split_triton_attention(*arguments), by_merge_kernel)
+        assert chunks.counters.shape == (prompts * kv_heads,) and not chunks.counters.any()
+    torch.testing.assert_close(by_merge_kernel.double(), concatenated(*inputs), atol=2e-6, rtol=2e-6)
 
 
 @pytest.mark.parametrize("queries,largest,tiles", [

@@ -28,6 +28,9 @@ class PrefixChunks:
     prompts: int
     per_prompt: int
     longest: int  # the most tokens in a chunk
+    # (prompts x kv heads,) int32 zeros: split_triton's fused merge counts each prompt's finished programs in them
+    # and leaves them zeroed, so every layer's call reuses them
+    counters: torch.Tensor | None = None
 
 
 def prefix_chunks(
@@ -52,7 +55,8 @@ def prefix_chunks(
         raise ValueError(f"prefix_chunks: per_prompt={per_prompt} must be between 1 and the shortest prompt ({min(lengths)})")
     sizes = [length // per_prompt + (c < length % per_prompt) for length in lengths for c in range(per_prompt)]
     offsets = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.int32, device=attention.device)
-    return PrefixChunks(offsets, prompts, per_prompt, max(sizes))
+    counters = torch.zeros(prompts * kv_heads, dtype=torch.int32, device=attention.device)
+    return PrefixChunks(offsets, prompts, per_prompt, max(sizes), counters)
 
 
 def prompt_tokens(attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

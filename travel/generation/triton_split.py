@@ -18,6 +18,11 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
 2. `_merge_kernel`, program (query block of at most `MERGE_ROWS`, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
+   Where a prompt has at most `FUSED_MERGE_QUERIES` queries per key/value head (one candidate's 4, a MAGRPO buffer's
+   4 candidates x 4), the partials kernel merges instead: every program counts itself done in its prompt and key/value
+   head's counter (`PrefixChunks.counters`), and the last one, which sees the others' parts, merges the prompt's rows
+   and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is
+   then one launch, where the merge kernel of so few queries is mostly its launch and its wait on the partials.
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
@@ -46,6 +51,7 @@ STAGES = 3  # software-pipelined key blocks in flight per program
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
 MERGE_ROWS = 16
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
+FUSED_MERGE_QUERIES = 16  # a prompt's queries per key/value head up to which its last program merges (one merge tile)
 
 if triton is not None:
     import triton.language as tl
@@ -89,11 +95,14 @@ if triton is not None:
         stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
-        scale_log2, chunk_count, per_prompt, repeats, full_blocks,
+        OUT, COUNTS, stride_or, stride_oh, stride_og,
+        scale_log2, chunk_count, repeats, full_blocks,
         GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, SUFFIX_M: tl.constexpr,
-        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr,
+        FUSED_MERGE: tl.constexpr,
     ):
         block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        per_prompt = PER_PROMPT
         d = tl.arange(0, HEAD_DIM)
         if unit < chunk_count:  # a prefix chunk: a full query tile, or the tail tile after them
             if block < full_blocks:
@@ -114,6 +123,50 @@ if triton is not None:
                          stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
                          stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
                          POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
+        if FUSED_MERGE:  # the last of a prompt's programs for this key/value head merges its rows (one wave of few queries)
+            prompt = tl.where(unit < chunk_count, unit // PER_PROMPT, (unit - chunk_count) // repeats)
+            counter = COUNTS + prompt * tl.num_programs(2) + kv_head
+            tl.debug_barrier()  # every thread's part is stored before the counter says so
+            finished = tl.atomic_add(counter, 1, sem="acq_rel")  # the prompt's programs done before this one
+            if finished == tl.num_programs(0) * (PER_PROMPT + repeats) - 1:  # every tile of its chunks and suffixes
+                g = tl.arange(0, SUFFIX_M)
+                for candidate in range(repeats):
+                    row = (prompt * repeats + candidate).to(tl.int64)
+                    _merge_rows(PART, PART_LSE, SPART, SPART_LSE, OUT, row, kv_head, g, repeats,
+                                stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg,
+                                stride_tr, stride_th, stride_or, stride_oh, stride_og, GROUP, PER_PROMPT, BLOCK_C, HEAD_DIM)
+                tl.store(counter, 0)  # ready for the next layer's call
+
+    def _merge_rows(
+        PART, PART_LSE, SPART, SPART_LSE, OUT, row, kv_head, g, repeats,
+        stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
+        stride_or, stride_oh, stride_og,
+        GROUP: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr, HEAD_DIM: tl.constexpr,
+    ):
+        """Row `row`'s queries `g` of key/value head `kv_head`: its suffix part and its prompt's chunk parts under one
+        normaliser, found from their log-sum-exps first; writes the attention output. The parts are read past L1
+        (`.cg`): in the fused merge another program of the same launch wrote them."""
+        valid = g < GROUP
+        d = tl.arange(0, HEAD_DIM)
+        prompt = row // repeats
+        j = (row - prompt * repeats) * GROUP + g  # the row's queries among its prompt's
+        suffix_lse = tl.load(SPART_LSE + row * stride_tr + kv_head * stride_th + g, mask=valid, other=0.0, cache_modifier=".cg")
+        suffix = tl.load(SPART + row * stride_sr + kv_head * stride_sh + g[:, None] * stride_sg + d[None, :],
+                         mask=valid[:, None], other=0.0, cache_modifier=".cg")
+        # one maximum over the suffix and all the prompt's chunks first, so the unrolled loop's loads are independent
+        first = PART_LSE + (prompt * PER_PROMPT) * stride_lc + kv_head * stride_lh
+        c = tl.arange(0, BLOCK_C)
+        lse = tl.load(first + c[:, None] * stride_lc + j[None, :], mask=(c[:, None] < PER_PROMPT) & valid[None, :],
+                      other=float("-inf"), cache_modifier=".cg")
+        top = tl.maximum(suffix_lse, tl.max(lse, 0))  # finite: every chunk has keys
+        acc = suffix.to(tl.float32) * tl.exp2(suffix_lse - top)[:, None]
+        total = tl.exp2(suffix_lse - top) + tl.sum(tl.exp2(lse - top[None, :]), 0)
+        parts = PART + (prompt * PER_PROMPT) * stride_pc + kv_head * stride_ph + j[:, None] * stride_pj + d[None, :]
+        for chunk in tl.static_range(PER_PROMPT):
+            weight = tl.exp2(tl.load(first + chunk * stride_lc + j, mask=valid, other=0.0, cache_modifier=".cg") - top)
+            acc += tl.load(parts + chunk * stride_pc, mask=valid[:, None], other=0.0, cache_modifier=".cg").to(tl.float32) * weight[:, None]
+        out = OUT + row.to(tl.int64) * stride_or + kv_head * stride_oh + g[:, None] * stride_og + d[None, :]
+        tl.store(out, (acc / total[:, None]).to(OUT.dtype.element_ty), mask=valid[:, None])
 
     def _merge_kernel(
         PART, PART_LSE, SPART, SPART_LSE, OUT,
@@ -123,28 +176,12 @@ if triton is not None:
         GROUP: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
     ):
         block, row, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        g = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        valid = g < GROUP
-        d = tl.arange(0, HEAD_DIM)
-        prompt = row // repeats
-        j = (row - prompt * repeats) * GROUP + g  # the row's queries among its prompt's
-        suffix_lse = tl.load(SPART_LSE + row * stride_tr + kv_head * stride_th + g, mask=valid, other=0.0)
-        suffix = tl.load(SPART + row * stride_sr + kv_head * stride_sh + g[:, None] * stride_sg + d[None, :], mask=valid[:, None], other=0.0)
-        # one maximum over the suffix and all the prompt's chunks first, so the unrolled loop's loads are independent
-        first = PART_LSE + (prompt * PER_PROMPT) * stride_lc + kv_head * stride_lh
-        c = tl.arange(0, BLOCK_C)
-        lse = tl.load(first + c[:, None] * stride_lc + j[None, :], mask=(c[:, None] < PER_PROMPT) & valid[None, :], other=float("-inf"))
-        top = tl.maximum(suffix_lse, tl.max(lse, 0))  # finite: every chunk has keys
-        acc = suffix.to(tl.float32) * tl.exp2(suffix_lse - top)[:, None]
-        total = tl.exp2(suffix_lse - top) + tl.sum(tl.exp2(lse - top[None, :]), 0)
-        parts = PART + (prompt * PER_PROMPT) * stride_pc + kv_head * stride_ph + j[:, None] * stride_pj + d[None, :]
-        for chunk in tl.static_range(PER_PROMPT):
-            weight = tl.exp2(tl.load(first + chunk * stride_lc + j, mask=valid, other=0.0) - top)
-            acc += tl.load(parts + chunk * stride_pc, mask=valid[:, None], other=0.0).to(tl.float32) * weight[:, None]
-        out = OUT + row.to(tl.int64) * stride_or + kv_head * stride_oh + g[:, None] * stride_og + d[None, :]
-        tl.store(out, (acc / total[:, None]).to(OUT.dtype.element_ty), mask=valid[:, None])
+        _merge_rows(PART, PART_LSE, SPART, SPART_LSE, OUT, row, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M), repeats,
+                    stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr,
+                    stride_th, stride_or, stride_oh, stride_og, GROUP, PER_PROMPT, BLOCK_C, HEAD_DIM)
 
     _chunk_part = triton.jit(_chunk_part)
+    _merge_rows = triton.jit(_merge_rows)
     _suffix_part = triton.jit(_suffix_part)
     _PARTIALS = triton.jit(_partials_kernel)
     _MERGE = triton.jit(_merge_kernel)
@@ -196,20 +233,24 @@ def split_triton_attention(
     output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
     block, full_blocks, tail = chunk_tiles(queries)
+    fused_merge = queries <= FUSED_MERGE_QUERIES and chunks.counters is not None
+    merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
+                       "HEAD_DIM": head_dim}
     _PARTIALS[(full_blocks + (tail > 0), chunk_count + rows, kv_heads)](
         per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
-        scale / LN2, chunk_count, chunks.per_prompt, repeats, full_blocks,
-        GROUP=group, POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=min(query_block(group), block),
-        BLOCK_N=BLOCK_KEYS, HEAD_DIM=head_dim,
+        output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],
+        scale / LN2, chunk_count, repeats, full_blocks,
+        POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=min(query_block(group), block),
+        BLOCK_N=BLOCK_KEYS, FUSED_MERGE=fused_merge, **merge_constants,
         num_warps=4 if block <= 64 else 8, num_stages=STAGES,
     )
-    block = min(query_block(group), MERGE_ROWS)
-    _MERGE[(-(-group // block), rows, kv_heads)](
-        part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
-        GROUP=group, PER_PROMPT=chunks.per_prompt, BLOCK_C=triton.next_power_of_2(chunks.per_prompt), BLOCK_M=block,
-        HEAD_DIM=head_dim, num_warps=4,
-    )
+    if not fused_merge:
+        block = min(query_block(group), MERGE_ROWS)
+        _MERGE[(-(-group // block), rows, kv_heads)](
+            part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
+            BLOCK_M=block, **merge_constants, num_warps=4,
+        )
     return output
