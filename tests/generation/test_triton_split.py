@@ -53,21 +53,40 @@ def test_the_two_kernels_are_the_joint_softmax_over_prefix_and_written_suffix(pr
 
 
 @needs_interpreter
-@pytest.mark.parametrize("prompts,repeats,per_kv,per_prompt", [(1, 1, 4, 3), (2, 4, 4, 2)], ids=["one-candidate", "buffer"])
-def test_a_prompt_of_few_queries_is_merged_by_its_last_partials_program(prompts, repeats, per_kv, per_prompt, monkeypatch):
-    """One candidate's 4 queries per key/value head, or a MAGRPO buffer's 4 candidates x 4, launch no merge kernel:
-    the output is the merge kernel's, bit for bit, and the counters are left zeroed, so the next layer's call (here
-    the same call again) merges as well."""
-    inputs, written = written_inputs(prompts, repeats, per_kv, 1)
+@pytest.mark.parametrize("prompts,per_prompt", [(1, 3), (3, 2)], ids=["one-prompt", "three-prompts"])
+def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts, per_prompt, monkeypatch):
+    """One candidate per prompt, one-token steps (4 query heads per key/value head): no merge launch; the output is
+    the merge kernel's, bit for bit, and the counters are left zeroed, so the next layer's call (here the same call
+    again) merges as well."""
+    inputs, written = written_inputs(prompts, 1, 4, 1)
     arguments = packed_arguments(inputs, written, per_prompt)
     chunks, kv_heads = arguments[3], arguments[1].shape[1]  # the packed prefix: (tokens, kv heads, head dim)
-    assert repeats * per_kv <= triton_split.FUSED_MERGE_QUERIES and chunks.counters is not None
     by_merge_kernel = split_triton_attention(*arguments[:3], dataclasses.replace(chunks, counters=None), *arguments[4:])
     monkeypatch.setattr(triton_split, "_MERGE", None)  # a merge launch fails
     for _ in range(2):
         assert torch.equal(split_triton_attention(*arguments), by_merge_kernel)
         assert chunks.counters.shape == (prompts * kv_heads,) and not chunks.counters.any()
     torch.testing.assert_close(by_merge_kernel.double(), concatenated(*inputs), atol=2e-6, rtol=2e-6)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("repeats,per_kv,positions", [(4, 4, 1), (1, 4, 5)], ids=["four-candidates", "jump"])
+def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, monkeypatch):
+    """Several candidates would have the last program merge their rows one after another (slower on a GPU: the
+    module's docstring), and a jump step's group takes more than one merge tile."""
+    launches = []
+    merge = triton_split._MERGE
+
+    class Recording:
+        def __getitem__(self, grid):
+            launches.append(grid)
+            return merge[grid]
+
+    monkeypatch.setattr(triton_split, "_MERGE", Recording())
+    inputs, written = written_inputs(2, repeats, per_kv, positions)
+    got = packed_call(inputs, written, 2)
+    assert len(launches) == 1
+    torch.testing.assert_close(got.double(), concatenated(*inputs), atol=2e-6, rtol=2e-6)
 
 
 @pytest.mark.parametrize("queries,largest,tiles", [

@@ -28,8 +28,8 @@ class PrefixChunks:
     prompts: int
     per_prompt: int
     longest: int  # the most tokens in a chunk
-    # (prompts x kv heads,) int32 zeros: split_triton's fused merge counts each prompt's finished programs in them
-    # and leaves them zeroed, so every layer's call reuses them
+    # (prompts x kv heads,) int32 zeros: split_triton's one-launch merge (one candidate per prompt) counts each
+    # prompt's finished programs in them and leaves them zeroed, so every layer's call reuses them
     counters: torch.Tensor | None = None
 
 
