@@ -12,9 +12,9 @@ import torch
 
 from tests.generation.test_prefix_attention import concatenated, written_inputs
 from tests.generation.triton_interpreter import needs_interpreter
+from travel.generation import triton_split
 from travel.generation.prefix_attention import joint_softmax_attention
 from travel.generation.prefix_packing import pack_prefix, prefix_chunks, prompt_tokens
-from travel.generation import triton_split
 from travel.generation.triton_split import LARGEST_CHUNK_TILE, chunk_tiles, split_triton_attention
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")

@@ -104,18 +104,17 @@ if triton is not None:
         MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr,
     ):
         block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        per_prompt = PER_PROMPT
         d = tl.arange(0, HEAD_DIM)
         if unit < chunk_count:  # a prefix chunk: a full query tile, or the tail tile after them
             if block < full_blocks:
                 _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M), d,
                             stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
-                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
+                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
                             GROUP, BLOCK_M, BLOCK_N, HEAD_DIM)
             elif TAIL_M > 0:
                 _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, full_blocks * BLOCK_M + tl.arange(0, TAIL_M), d,
                             stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
-                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
+                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
                             GROUP, TAIL_M, BLOCK_N, HEAD_DIM)
         elif block * SUFFIX_M < GROUP:  # the suffix of row unit - chunk_count, in tiles of its own size (at most
             # BLOCK_M): group entry m is query head m // POSITIONS at new position m % POSITIONS, which sees the row's
@@ -241,7 +240,7 @@ def split_triton_attention(
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
-        output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],
+        output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],  # (counters unread unfused)
         scale / LN2, chunk_count, repeats, full_blocks,
         POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=min(query_block(group), block),
         BLOCK_N=BLOCK_KEYS, MERGE_M=merge_block, FUSED_MERGE=fused_merge, **merge_constants,
