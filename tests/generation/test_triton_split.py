@@ -70,10 +70,13 @@ def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts
 
 
 @needs_interpreter
-@pytest.mark.parametrize("repeats,per_kv,positions", [(4, 4, 1), (1, 4, 5)], ids=["four-candidates", "jump"])
-def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, monkeypatch):
+@pytest.mark.parametrize("repeats,per_kv,positions,enabled", [(4, 4, 1, True), (1, 4, 5, True), (1, 4, 1, False)],
+                         ids=["four-candidates", "jump", "switched-off"])
+def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, enabled, monkeypatch):
     """Several candidates would have the last program merge their rows one after another (slower on a GPU: the
-    module's docstring), and a jump step's group takes more than one merge tile."""
+    module's docstring), and a jump step's group takes more than one merge tile; `FUSED_MERGE_ENABLED = False` (the
+    benchmarks' A/B) runs the merge kernel for one candidate as well."""
+    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", enabled)
     launches = []
     merge = triton_split._MERGE
 

@@ -54,6 +54,7 @@ STAGES = 3  # software-pipelined key blocks in flight per program
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
 MERGE_ROWS = 16
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
+FUSED_MERGE_ENABLED = True  # False runs the merge kernel for one candidate too (the A/B of docs/performance.md)
 
 if triton is not None:
     import triton.language as tl
@@ -232,7 +233,7 @@ def split_triton_attention(
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
     block, full_blocks, tail = chunk_tiles(queries)
     merge_block = min(query_block(group), MERGE_ROWS)
-    fused_merge = repeats == 1 and group <= merge_block and chunks.counters is not None
+    fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= merge_block and chunks.counters is not None
     merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
                        "HEAD_DIM": head_dim}
     _PARTIALS[(full_blocks + (tail > 0), chunk_count + rows, kv_heads)](
