@@ -4,18 +4,25 @@ An item is `BACKEND[:LAYOUT[:COMPUTE[:WEIGHTS]]][+OPTION...]`: the step backend 
 prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for one candidate; empty: the decoder's
 choice), the compute dtype (e.g. bfloat16), the decode weights (`copy`, `fused` or `folded`), then options: `+jump` (forced
 runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill), `+cublas` (the
-fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas) and a prefix kernel by name (`+joint_softmax`,
-`+split_triton`, ...; the last one named wins).
+fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas), a prefix kernel by name (`+joint_softmax`,
+`+split_triton`, ...; the last one named wins), and two switches that turn a kernel off for the item's runs, so one
+process times a step with and without it: `+torch_rotary` (the fused layers' q/k norms, rotary embedding and cache
+writes by the model's operations instead of travel/generation/triton_rotary.py) and `+merge_kernel` (split_triton's
+merge kernel for one candidate too, instead of the merge in its first launch).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from travel.generation import triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
-OPTIONS = ("jump", "compile", "prefill", "cublas")
+SWITCHES = {"torch_rotary": (triton_rotary, "ENABLED"), "merge_kernel": (triton_split, "FUSED_MERGE_ENABLED")}
+OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
 
 
@@ -64,6 +71,18 @@ class StepBackend:
             "decode_matmul": "cublas" if "cublas" in self.options else "split_k",
         }
 
+    @contextlib.contextmanager
+    def kernels_switched(self) -> Iterator[None]:
+        """Inside the block the kernels the item switches off (`SWITCHES`) are off; each switch is restored after."""
+        saved = {option: getattr(*SWITCHES[option]) for option in SWITCHES}
+        try:
+            for option in self.options & set(SWITCHES):
+                setattr(*SWITCHES[option], False)
+            yield
+        finally:
+            for option, value in saved.items():
+                setattr(*SWITCHES[option], value)
+
     def label(self) -> str:
         label = self.backend if not self.layout else f"{self.backend}, prompt {self.layout}"
         label += f", {self.compute} compute" if self.compute else ""
@@ -74,6 +93,8 @@ class StepBackend:
         label += ", forced runs in one step" if "jump" in self.options else ""
         label += ", compiled forward" if "compile" in self.options else ""
         label += ", compiled prefill" if "prefill" in self.options else ""
+        label += ", q/k norms and rotary by torch" if "torch_rotary" in self.options else ""
+        label += ", attention merged by its own kernel" if "merge_kernel" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import StructuredDecoder
+from travel.generation import StructuredDecoder, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS
 
 
@@ -46,10 +46,25 @@ def test_a_bare_backend_keeps_the_decoders_defaults():
     )
 
 
+def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
+    step = StepBackend.parse("cuda_graph:shared::folded+compile+torch_rotary+merge_kernel")
+    assert step.decoder_settings() == StepBackend.parse("cuda_graph:shared::folded+compile").decoder_settings()
+    assert step.label().endswith("compiled forward, q/k norms and rotary by torch, attention merged by its own kernel")
+    assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
+    with pytest.raises(RuntimeError, match="inside"):
+        with step.kernels_switched():
+            assert not triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
+            raise RuntimeError("inside")
+    assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED  # restored, after an error too
+    with StepBackend.parse("static+merge_kernel").kernels_switched():
+        assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
+
+
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +" + ", +".join(PREFIX_KERNELS)),
+        ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
+                            "+merge_kernel, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )
