@@ -27,7 +27,7 @@ import torch
 
 from travel.generation.triton_varlen import triton
 
-ENABLED = True  # False times the step with the compiled torch operations instead (docs/performance.md)
+ENABLED = True  # False: the model's operations instead (bench/generation.py's +torch_rotary, the A/B of docs/performance.md)
 
 if triton is not None:
     import triton.language as tl

@@ -54,7 +54,7 @@ STAGES = 3  # software-pipelined key blocks in flight per program
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
 MERGE_ROWS = 16
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
-FUSED_MERGE_ENABLED = True  # False runs the merge kernel for one candidate too (the A/B of docs/performance.md)
+FUSED_MERGE_ENABLED = True  # False: the merge kernel for one candidate too (bench/generation.py's +merge_kernel)
 
 if triton is not None:
     import triton.language as tl
