@@ -74,8 +74,8 @@ def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts
                          ids=["four-candidates", "jump", "switched-off"])
 def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, enabled, monkeypatch):
     """Several candidates would have the last program merge their rows one after another (slower on a GPU: the
-    module's docstring), and a jump step's group takes more than one merge tile; `FUSED_MERGE_ENABLED = False` (the
-    benchmarks' A/B) runs the merge kernel for one candidate as well."""
+    module's docstring), and the group of a jump step of more than 4 positions (4 heads x 5 here) takes more than one
+    merge tile; `FUSED_MERGE_ENABLED = False` (the benchmarks' A/B) runs the merge kernel for one candidate as well."""
     monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", enabled)
     launches = []
     merge = triton_split._MERGE
@@ -126,6 +126,17 @@ def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
     with pytest.raises(ValueError, match="the queries' head dim must be contiguous"):
         column_major = per_row.transpose(-1, -2).contiguous().transpose(-1, -2)
         split_triton_attention(column_major, *packed, chunks, key, value, None, scale, repeats, written)
+    with pytest.raises(ValueError, match=r"2 query rows for 1 prompt\(s\) x 1 candidates"):
+        split_triton_attention(per_row, *packed, chunks, key, value, None, scale, 1, written)
+
+
+@needs_interpreter
+def test_merge_counters_of_another_shape_are_refused():
+    inputs, written = written_inputs(1, 1, 4, 1)
+    packed = packed_arguments(inputs, written, 2)
+    chunks = dataclasses.replace(packed[3], counters=torch.zeros(3, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"3 merge counters for 1 prompt\(s\) x 2 key/value heads"):
+        split_triton_attention(*packed[:3], chunks, *packed[4:])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernels need CUDA")
@@ -135,9 +146,13 @@ def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, 
     inputs, written = written_inputs(prompts, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256,
                                      width=3000, dim=128)
     expected = concatenated(*inputs)
-    triton_error = (packed_call(inputs, written).double() - expected).abs().max().item()
+    arguments = packed_arguments(inputs, written)
+    got = split_triton_attention(*arguments)
+    triton_error = (got.double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert triton_error <= max(2 * joint_error, 1e-2)
+    # the next layer's call: the one-launch merge (k1) left its counters zeroed and merges the same output again
+    assert torch.equal(split_triton_attention(*arguments), got) and not arguments[3].counters.any()
     attention = torch.ones((prompts, 3000), dtype=torch.long, device="cuda")
     processors = torch.cuda.get_device_properties(0).multi_processor_count
     wanted = processors // 8 if prompts == 1 else -(-2 * processors // (prompts * 8))  # one wave for one prompt

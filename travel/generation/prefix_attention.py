@@ -28,8 +28,9 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   candidates), most of them padding.
 - `split_triton_attention` reads a step in two Triton launches per layer (`triton_split.py`): every prefix chunk
   and every row's written suffix attended by its own program, then one merge per row by the log-sum-exps, where the
-  chunked kernels copy queries out and merge in a dozen small torch kernels. With one candidate per prompt and
-  one-token steps, the first launch's last program of each prompt merges it: one launch.
+  chunked kernels copy queries out and merge in a dozen small torch kernels. With one candidate per prompt
+  and at most 16 queries per key/value head (one-token steps, short jumps), the first launch's last program of each
+  prompt merges it: one launch.
 
 `bench/prefix_attention.py` times the kernels alone, docs/performance.md has every measurement. What
 `auto` rests on (H200, torch 2.11, 36 layers of Qwen3-4B's shape, ms of attention per step, one process each):

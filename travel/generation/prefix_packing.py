@@ -29,7 +29,8 @@ class PrefixChunks:
     per_prompt: int
     longest: int  # the most tokens in a chunk
     # (prompts x kv heads,) int32 zeros: split_triton's one-launch merge (one candidate per prompt) counts each
-    # prompt's finished programs in them and leaves them zeroed, so every layer's call reuses them
+    # prompt's finished programs in them and leaves them zeroed, so every layer's call reuses them (one after another,
+    # as a step's layers run on one stream; two calls at once must not share them)
     counters: torch.Tensor | None = None
 
 

@@ -1,9 +1,11 @@
-"""The shared-prefix decode attention in two Triton kernels: partial results by chunk and by suffix, then one merge.
+"""The shared-prefix decode attention in two Triton kernels: partial results by chunk and by suffix, then one merge
+(for one candidate per prompt, in the first kernel's launch).
 
 `chunked_triton` reads a step's attention with two variable-length calls and merges their parts in torch: it copies
 every chunk's queries out first, and the merges are elementwise kernels of their own, around ten small kernels per
 layer, each a few microseconds, for a read of the prompt's keys that the GPU's bandwidth does in about six at 20
-candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer:
+candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer
+(one, see 2.):
 
 1. `_partials_kernel`, program (query block, unit, key/value head). A unit is a prefix chunk or a row's suffix.
    For a chunk, the queries of the chunk's prompt that use that key/value head (its K candidates x the group, read
@@ -18,8 +20,8 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
 2. `_merge_kernel`, program (query block of at most `MERGE_ROWS`, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
-   Where each prompt has one candidate whose queries fill at most one merge tile (a one-token step's 4 query heads
-   per key/value head), the partials kernel merges instead: every program counts itself done in its prompt and
+   Where each prompt has one candidate whose queries per key/value head fill at most one merge tile of 16 (a
+   one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every program counts itself done in its prompt and
    key/value head's counter (`PrefixChunks.counters`), and the last one, which sees the others' parts, merges the
    row and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is
    then one launch, where the merge kernel of so few queries is mostly its launch and its wait on the partials: on an
@@ -223,6 +225,8 @@ def split_triton_attention(
     for name, tensor in (("queries", per_row), ("prefix keys", prefix_keys), ("prefix values", prefix_values), ("keys", key), ("values", value)):
         if tensor.stride(-1) != 1:
             raise ValueError(f"prefix_attention='split_triton': the {name}' head dim must be contiguous")
+    if rows != chunks.prompts * repeats:
+        raise ValueError(f"prefix_attention='split_triton': {rows} query rows for {chunks.prompts} prompt(s) x {repeats} candidates")
     chunk_count = chunks.prompts * chunks.per_prompt
     queries = repeats * group  # a prompt's queries per key/value head
     part = per_row.new_empty((chunk_count, kv_heads, queries, head_dim))
@@ -234,6 +238,9 @@ def split_triton_attention(
     block, full_blocks, tail = chunk_tiles(queries)
     merge_block = min(query_block(group), MERGE_ROWS)
     fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= merge_block and chunks.counters is not None
+    if fused_merge and chunks.counters.numel() != rows * kv_heads:
+        raise ValueError(f"prefix_attention='split_triton': {chunks.counters.numel()} merge counters for {rows} prompt(s) "
+                         f"x {kv_heads} key/value heads")
     merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
                        "HEAD_DIM": head_dim}
     _PARTIALS[(full_blocks + (tail > 0), chunk_count + rows, kv_heads)](
