@@ -320,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         del output  # released before the next run
 
     strict_all = True
-    for spec in [name.strip() for name in args.step_backends.split(",") if name.strip()]:
+    specs = [name.strip() for name in args.step_backends.split(",") if name.strip()]
+    for spec in specs:
         step = StepBackend.parse(spec)
         with step.kernels_switched():  # +torch_rotary, +merge_kernel: those kernels off for this item's runs
             decoder = StructuredDecoder(
@@ -362,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(results, weights_bytes))
     profiled = None
-    if args.profile and args.step_backends.strip():
+    if args.profile and specs:
         with step.kernels_switched():  # the last item's, as its timed runs had them
             profiled = profile_decode(decoder, request, args.candidates, args.seed, device, args.new_tokens)
     if args.json:
