@@ -61,7 +61,9 @@ def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts
     inputs, written = written_inputs(prompts, 1, 4, 1)
     arguments = packed_arguments(inputs, written, per_prompt)
     chunks, kv_heads = arguments[3], arguments[1].shape[1]  # the packed prefix: (tokens, kv heads, head dim)
-    by_merge_kernel = split_triton_attention(*arguments[:3], dataclasses.replace(chunks, counters=None), *arguments[4:])
+    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", False)
+    by_merge_kernel = split_triton_attention(*arguments)
+    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", True)
     monkeypatch.setattr(triton_split, "_MERGE", None)  # a merge launch fails
     for _ in range(2):
         assert torch.equal(split_triton_attention(*arguments), by_merge_kernel)

@@ -31,7 +31,7 @@ class PrefixChunks:
     # (prompts x kv heads,) int32 zeros: split_triton's one-launch merge (one candidate per prompt) counts each
     # prompt's finished programs in them and leaves them zeroed, so every layer's call reuses them (one after another,
     # as a step's layers run on one stream; two calls at once must not share them)
-    counters: torch.Tensor | None = None
+    counters: torch.Tensor
 
 
 def prefix_chunks(

@@ -21,9 +21,9 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
 2. `_merge_kernel`, program (query block of at most `MERGE_ROWS`, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
    Where each prompt has one candidate whose queries per key/value head fill at most one merge tile of 16 (a
-   one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every program counts itself done in its prompt and
-   key/value head's counter (`PrefixChunks.counters`), and the last one, which sees the others' parts, merges the
-   row and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is
+   one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every
+   program counts itself done in its prompt and key/value head's counter (`PrefixChunks.counters`), and the last
+   one, which sees the others' parts, merges the row and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is
    then one launch, where the merge kernel of so few queries is mostly its launch and its wait on the partials: on an
    H100, 36 layers alone, one candidate of a 6,000-token prompt took 0.620 against 0.637 ms per step. With several
    candidates the last program merges their rows one after another: 10 prompts x 4 candidates took 5.03 against
@@ -237,7 +237,7 @@ def split_triton_attention(
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
     block, full_blocks, tail = chunk_tiles(queries)
     merge_block = min(query_block(group), MERGE_ROWS)
-    fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= merge_block and chunks.counters is not None
+    fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= MERGE_ROWS  # one candidate, one merge tile
     if fused_merge and chunks.counters.numel() != rows * kv_heads:
         raise ValueError(f"prefix_attention='split_triton': {chunks.counters.numel()} merge counters for {rows} prompt(s) "
                          f"x {kv_heads} key/value heads")
