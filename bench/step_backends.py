@@ -5,10 +5,12 @@ prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for 
 choice), the compute dtype (e.g. bfloat16), the decode weights (`copy`, `fused` or `folded`), then options: `+jump` (forced
 runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill), `+cublas` (the
 fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas), a prefix kernel by name (`+joint_softmax`,
-`+split_triton`, ...; the last one named wins), and two switches that turn a kernel off for the item's runs, so one
-process times a step with and without it: `+torch_rotary` (the fused layers' q/k norms, rotary embedding and cache
-writes by the model's operations instead of travel/generation/triton_rotary.py) and `+merge_kernel` (split_triton's
-merge kernel for one candidate too, instead of the merge in its first launch).
+`+split_triton`, ...; the last one named wins), and switches that turn kernels off for the item's runs, so one
+process times a step with and without them: `+torch_rotary` (the fused layers' q/k norms, rotary embedding and cache
+writes by the model's operations instead of travel/generation/triton_rotary.py), `+merge_kernel` (split_triton's
+merge kernel for one candidate too, instead of the merge in its first launch) and `+torch_prefill` (an uncompiled
+prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
+travel/generation/triton_prefill.py's kernels).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from travel.generation import triton_rotary, triton_split
+from travel.generation import triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
-SWITCHES = {"torch_rotary": (triton_rotary, "ENABLED"), "merge_kernel": (triton_split, "FUSED_MERGE_ENABLED")}
+SWITCHES = {
+    "torch_rotary": (triton_rotary, "ENABLED"),
+    "merge_kernel": (triton_split, "FUSED_MERGE_ENABLED"),
+    "torch_prefill": (triton_prefill, "ENABLED"),
+}
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
 
@@ -95,6 +101,7 @@ class StepBackend:
         label += ", compiled prefill" if "prefill" in self.options else ""
         label += ", q/k norms and rotary by torch" if "torch_rotary" in self.options else ""
         label += ", attention merged by its own kernel" if "merge_kernel" in self.options else ""
+        label += ", prefill's norms and activation by torch" if "torch_prefill" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

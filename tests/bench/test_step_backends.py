@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import StructuredDecoder, triton_rotary, triton_split
+from travel.generation import StructuredDecoder, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS
 
 
@@ -58,13 +58,18 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED  # restored, after an error too
     with StepBackend.parse("static+merge_kernel").kernels_switched():
         assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
+    prefill = StepBackend.parse("static+torch_prefill")
+    assert prefill.label().endswith("prefill's norms and activation by torch")
+    with prefill.kernels_switched():
+        assert not triton_prefill.ENABLED and triton_rotary.ENABLED
+    assert triton_prefill.ENABLED
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+merge_kernel, +" + ", +".join(PREFIX_KERNELS)),
+                            "+merge_kernel, +torch_prefill, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

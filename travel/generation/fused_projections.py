@@ -35,13 +35,15 @@ import torch
 
 from travel.generation.skinny_matmul import DecodeMatmul
 from travel.generation.static_step import static_layer
-from travel.generation.triton_rotary import rotary_cache_runs, rotary_cache_write
+from travel.generation.triton_prefill import prefill_kernels_run, silu_gated
+from travel.generation.triton_rotary import rotary_cache_runs, rotary_cache_write, rotary_split
 
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
 QKV, GATE_UP = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")
 FOLDABLE_LAYERS = ("LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer")
 RMS_NORMS = ("LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+SILU = ("SiLU", "SiLUActivation")  # torch's module and transformers' (the Llama family's act_fn "silu")
 
 
 def decoder_layers(model: Any, option: str = "fused") -> list[Any]:
@@ -147,13 +149,15 @@ class FusedAttention(torch.nn.Module):
         step_layer = static_layer(cache, attention.layer_idx)
         if self.rotary_kernel and step_layer is not None and qkv.dim() == 3 and rotary_cache_runs(qkv):
             # a decode step: norms, rotation and the cache writes in one kernel (travel/generation/triton_rotary.py)
-            head_dim = attention.head_dim
-            query = rotary_cache_write(qkv, self.sizes[0] // head_dim, self.sizes[1] // head_dim, head_dim,
-                                       getattr(attention, "q_norm", None), getattr(attention, "k_norm", None),
-                                       cos, sin, step_layer)
+            query = rotary_cache_write(qkv, *self.heads(), getattr(attention, "q_norm", None),
+                                       getattr(attention, "k_norm", None), cos, sin, step_layer)
             key, value = step_layer.views()
         else:
-            query, key, value = self.rotated(qkv, cos, sin)
+            if qkv.dim() == 3 and prefill_kernels_run(qkv):  # a prefill: the same arithmetic in one kernel
+                query, key, value = rotary_split(qkv, *self.heads(), getattr(attention, "q_norm", None),
+                                                 getattr(attention, "k_norm", None), cos, sin)
+            else:
+                query, key, value = self.rotated(qkv, cos, sin)
             if cache is not None:
                 key, value = cache.update(key, value, attention.layer_idx)
         implementation = attention.config._attn_implementation
@@ -166,6 +170,11 @@ class FusedAttention(torch.nn.Module):
             dropout=0.0 if not attention.training else attention.attention_dropout, scaling=attention.scaling, **kwargs,
         )
         return output.reshape(*input_shape, -1).contiguous(), weights
+
+    def heads(self) -> tuple[int, int, int]:
+        """(query heads, key/value heads, head dim) of the q/k/v product."""
+        head_dim = self.attention.head_dim
+        return self.sizes[0] // head_dim, self.sizes[1] // head_dim, head_dim
 
     def rotated(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """The (rows, heads, positions, head dim) queries, keys and values of the q/k/v product, the queries and keys
@@ -191,15 +200,21 @@ class FusedMLP(torch.nn.Module):
         self.sizes = fused.sizes
         self.gate_up_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
         self.down_matmul = DecodeMatmul(mlp.down_proj.weight, matmul)
+        # SiLU(gate) * up in one kernel where a forward runs uncompiled on a GPU (travel/generation/triton_prefill.py)
+        self.silu_kernel = type(mlp.act_fn).__name__ in SILU and fused.sizes[0] == fused.sizes[1]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.down(self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias))
 
     def down(self, gate_up: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """The down projection of act(gate) * up, from the gate/up product, plus `residual` where given."""
-        gate, up = gate_up.split(self.sizes, -1)
+        if self.silu_kernel and prefill_kernels_run(gate_up):
+            gated = silu_gated(gate_up)
+        else:
+            gate, up = gate_up.split(self.sizes, -1)
+            gated = self.mlp.act_fn(gate) * up
         down = self.mlp.down_proj
-        return self.down_matmul.folded(self.mlp.act_fn(gate) * up, down.weight, down.bias, residual=residual)
+        return self.down_matmul.folded(gated, down.weight, down.bias, residual=residual)
 
 
 class FoldedLayer(torch.nn.Module):

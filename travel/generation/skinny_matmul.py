@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from travel.generation.triton_prefill import prefill_kernels_run, residual_linear, rms_rows
 from travel.generation.triton_varlen import triton
 
 # rows of one program's tile, padded to 16 or 32 for the tensor cores; more rows run F.linear. At 40 rows (a 64-row
@@ -240,5 +241,10 @@ class DecodeMatmul(torch.nn.Module):
         """F.linear(rms_normalized(x, norm_eps), weight, bias) + residual (each fold where given)."""
         if self.plan is not None and split_k_runs(x):
             return skinny_linear(x, weight, bias, self.plan, self.counts, norm_eps, residual)
-        product = F.linear(x if norm_eps is None else rms_normalized(x, norm_eps), weight, bias)
+        eager = prefill_kernels_run(x)  # a prefill's norm by one kernel, its residual add in cuBLAS's epilogue
+        if norm_eps is not None:
+            x = rms_rows(x, norm_eps) if eager else rms_normalized(x, norm_eps)
+        if eager and residual is not None and bias is None:
+            return residual_linear(x, weight, residual)
+        product = F.linear(x, weight, bias)
         return product if residual is None else residual + product

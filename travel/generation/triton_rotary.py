@@ -54,7 +54,7 @@ if triton is not None:
         QKV, Q_WEIGHT, K_WEIGHT, COS, SIN, COLUMNS, QUERY, KEYS, VALUES,
         q_eps, k_eps, stride_xt, stride_cr, stride_ci, stride_sr, stride_si, stride_wr, stride_wi,
         stride_kr, stride_kc, stride_kh, stride_vr, stride_vc, stride_vh,
-        POSITIONS: tl.constexpr, HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
+        POSITIONS, HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
         BLOCK_G: tl.constexpr, NORMED: tl.constexpr,
     ):
         """Program (token, kv head): position token % POSITIONS of row token // POSITIONS, and the key/value head's
@@ -104,24 +104,49 @@ def rotary_cache_write(
     (normalised by `k_norm`, rotated) and values written into `layer`'s cache buffers (a `StaticPositionLayer`) at its
     `write_index` columns: (positions,) for every row, or (rows, positions). `q_norm` and `k_norm` are the model's
     RMSNorm modules, or both None for a model without them."""
-    if triton is None:
-        raise RuntimeError("the decode step's rotary kernel needs the triton package (pip install triton)")
-    rows, positions, width = qkv.shape
-    if width != (heads + 2 * kv_heads) * head_dim or head_dim & (head_dim - 1) or head_dim < 2:
-        raise ValueError(f"rotary_cache_write: a q/k/v product of width {width} is not {heads} + 2 x {kv_heads} heads "
-                         f"of a head dim that is a power of two ({head_dim})")
-    if heads % kv_heads:
-        raise ValueError(f"rotary_cache_write: {heads} query heads do not group evenly over {kv_heads} key/value heads")
-    if (q_norm is None) != (k_norm is None):
-        raise ValueError("rotary_cache_write: give both q/k norms or neither")
-    flat = qkv.reshape(rows * positions, width)
-    if flat.stride(-1) != 1 or cos.stride(-1) != 1 or sin.stride(-1) != 1:
-        raise ValueError("rotary_cache_write: the q/k/v product's, cos's and sin's last dims must be contiguous")
     keys, values = layer.buffers
     # buffer strides as (row, column, head): (rows, kv heads, capacity, dim), or token-major (rows, capacity, kv heads, dim)
-    key_strides, value_strides = ((b.stride(0), b.stride(1 if layer.token_major else 2), b.stride(2 if layer.token_major else 1))
-                                  for b in (keys, values))
-    columns = layer.write_index
+    strides = [(b.stride(0), b.stride(1 if layer.token_major else 2), b.stride(2 if layer.token_major else 1))
+               for b in (keys, values)]
+    return _rotate(qkv, heads, kv_heads, head_dim, q_norm, k_norm, cos, sin, keys, values, strides, layer.write_index,
+                   "rotary_cache_write")
+
+
+def rotary_split(
+    qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, q_norm: Any, k_norm: Any, cos: torch.Tensor,
+    sin: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`rotary_cache_write`'s queries, keys and values as fresh (rows, heads or kv heads, positions, head dim)
+    tensors instead of cache writes: a prefill's, whose cache is filled after (travel/generation/triton_prefill.py)."""
+    rows, positions = qkv.shape[:2]
+    keys, values = (qkv.new_empty((rows, kv_heads, positions, head_dim)) for _ in range(2))
+    strides = [(b.stride(0), b.stride(2), b.stride(1)) for b in (keys, values)]
+    columns = torch.arange(positions, device=qkv.device)
+    query = _rotate(qkv, heads, kv_heads, head_dim, q_norm, k_norm, cos, sin, keys, values, strides, columns,
+                    "rotary_split")
+    return query, keys, values
+
+
+def _rotate(
+    qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, q_norm: Any, k_norm: Any, cos: torch.Tensor,
+    sin: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, strides: list[tuple[int, int, int]],
+    columns: torch.Tensor, caller: str,
+) -> torch.Tensor:
+    """The kernel's launch: the queries returned, keys and values stored at `columns` of `keys`/`values`, whose
+    `strides` are (row, column, head)."""
+    if triton is None:
+        raise RuntimeError(f"{caller}: the rotary kernel needs the triton package (pip install triton)")
+    rows, positions, width = qkv.shape
+    if width != (heads + 2 * kv_heads) * head_dim or head_dim & (head_dim - 1) or head_dim < 2:
+        raise ValueError(f"{caller}: a q/k/v product of width {width} is not {heads} + 2 x {kv_heads} heads "
+                         f"of a head dim that is a power of two ({head_dim})")
+    if heads % kv_heads:
+        raise ValueError(f"{caller}: {heads} query heads do not group evenly over {kv_heads} key/value heads")
+    if (q_norm is None) != (k_norm is None):
+        raise ValueError(f"{caller}: give both q/k norms or neither")
+    flat = qkv.reshape(rows * positions, width)
+    if flat.stride(-1) != 1 or cos.stride(-1) != 1 or sin.stride(-1) != 1:
+        raise ValueError(f"{caller}: the q/k/v product's, cos's and sin's last dims must be contiguous")
     column_strides = (0, columns.stride(0)) if columns.dim() == 1 else (columns.stride(0), columns.stride(1))
     cos, sin = cos.expand(rows, positions, head_dim), sin.expand(rows, positions, head_dim)
     query = qkv.new_empty((rows, heads, positions, head_dim))
@@ -130,8 +155,8 @@ def rotary_cache_write(
         flat, q_norm.weight if normed else flat, k_norm.weight if normed else flat, cos, sin, columns, query, keys, values,
         q_norm.variance_epsilon if normed else 0.0, k_norm.variance_epsilon if normed else 0.0,
         flat.stride(0), cos.stride(0), cos.stride(1), sin.stride(0), sin.stride(1), *column_strides,
-        *key_strides, *value_strides,
-        POSITIONS=positions, HEADS=heads, KV_HEADS=kv_heads, HEAD_DIM=head_dim,
+        *strides[0], *strides[1], positions,
+        HEADS=heads, KV_HEADS=kv_heads, HEAD_DIM=head_dim,
         BLOCK_G=triton.next_power_of_2(heads // kv_heads), NORMED=normed,
         num_warps=4,
     )
