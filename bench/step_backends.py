@@ -101,7 +101,7 @@ class StepBackend:
         label += ", compiled prefill" if "prefill" in self.options else ""
         label += ", q/k norms and rotary by torch" if "torch_rotary" in self.options else ""
         label += ", attention merged by its own kernel" if "merge_kernel" in self.options else ""
-        label += ", prefill's norms and activation by torch" if "torch_prefill" in self.options else ""
+        label += ", prefill's elementwise operations by torch" if "torch_prefill" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

@@ -59,7 +59,7 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     with StepBackend.parse("static+merge_kernel").kernels_switched():
         assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
     prefill = StepBackend.parse("static+torch_prefill")
-    assert prefill.label().endswith("prefill's norms and activation by torch")
+    assert prefill.label().endswith("prefill's elementwise operations by torch")
     with prefill.kernels_switched():
         assert not triton_prefill.ENABLED and triton_rotary.ENABLED
     assert triton_prefill.ENABLED

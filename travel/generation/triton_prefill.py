@@ -63,8 +63,8 @@ if triton is not None:
 
 
 def prefill_kernels_run(x: torch.Tensor) -> bool:
-    """Whether the folded copy's uncompiled forward computes `x`'s norms, activation and residual adds by this
-    module: half precision on a GPU, outside torch.compile."""
+    """Whether the fused and folded copies' uncompiled forwards compute `x`'s norms, activation, rotary embedding and
+    residual adds by this module's kernels: half precision on a GPU, outside torch.compile."""
     half = x.dtype in (torch.float16, torch.bfloat16)
     return ENABLED and triton is not None and x.is_cuda and half and not torch.compiler.is_compiling()
 
