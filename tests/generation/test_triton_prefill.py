@@ -102,6 +102,17 @@ def test_a_folded_copy_with_the_prefill_kernels_computes_the_models_logits(famil
     assert len(calls) == 2 * (4 + 1 + 1)  # per layer: four matmuls, the rotary split, the activation
 
 
+def test_layers_built_for_cublas_matmuls_keep_the_models_operations(monkeypatch):
+    """hardware.decode_matmul=cublas runs no project kernel in the layers, the prefill's included."""
+    calls = []
+    counted = lambda x: calls.append(tuple(x.shape)) or True  # noqa: E731
+    monkeypatch.setattr(skinny_matmul, "prefill_kernels_run", counted)
+    monkeypatch.setattr(fused_projections, "prefill_kernels_run", counted)
+    model = with_norm_weights(tiny_family_model("qwen3"))
+    assert_same_logits(DecodeWeights(None, "folded", "cublas").refreshed(model), model)
+    assert calls == []
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernels need CUDA")
 def test_the_compiled_kernels_on_cuda_match_the_models_operations():
     """bfloat16 on a GPU: the norm and the activation within a rounding of the model's; a folded copy's prefill

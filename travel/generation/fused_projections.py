@@ -153,7 +153,7 @@ class FusedAttention(torch.nn.Module):
                                        getattr(attention, "k_norm", None), cos, sin, step_layer)
             key, value = step_layer.views()
         else:
-            if qkv.dim() == 3 and prefill_kernels_run(qkv):  # a prefill: the same arithmetic in one kernel
+            if self.rotary_kernel and qkv.dim() == 3 and prefill_kernels_run(qkv):  # a prefill: the same, one kernel
                 query, key, value = rotary_split(qkv, *self.heads(), getattr(attention, "q_norm", None),
                                                  getattr(attention, "k_norm", None), cos, sin)
             else:
@@ -201,7 +201,8 @@ class FusedMLP(torch.nn.Module):
         self.gate_up_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
         self.down_matmul = DecodeMatmul(mlp.down_proj.weight, matmul)
         # SiLU(gate) * up in one kernel where a forward runs uncompiled on a GPU (travel/generation/triton_prefill.py)
-        self.silu_kernel = type(mlp.act_fn).__name__ in SILU and fused.sizes[0] == fused.sizes[1]
+        silu = type(mlp.act_fn).__name__ in SILU and fused.sizes[0] == fused.sizes[1]
+        self.silu_kernel = silu and matmul == "split_k"
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.down(self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias))

@@ -228,6 +228,7 @@ class DecodeMatmul(torch.nn.Module):
     def __init__(self, weight: torch.Tensor, matmul: str = "split_k", normed: bool = False):
         super().__init__()
         self.plan = split_plan(weight, matmul, normed)
+        self.prefill_kernels = check_decode_matmul(matmul) == "split_k"  # cublas: the model's operations throughout
         counts = split_k_counts(self.plan, weight.shape[0], weight.device) if self.plan is not None else None
         self.register_buffer("counts", counts, persistent=False)
 
@@ -241,7 +242,8 @@ class DecodeMatmul(torch.nn.Module):
         """F.linear(rms_normalized(x, norm_eps), weight, bias) + residual (each fold where given)."""
         if self.plan is not None and split_k_runs(x):
             return skinny_linear(x, weight, bias, self.plan, self.counts, norm_eps, residual)
-        eager = prefill_kernels_run(x)  # a prefill's norm by one kernel, its residual add in cuBLAS's epilogue
+        # a prefill's norm by one kernel, its residual add in cuBLAS's epilogue (travel/generation/triton_prefill.py)
+        eager = self.prefill_kernels and prefill_kernels_run(x)
         if norm_eps is not None:
             x = rms_rows(x, norm_eps) if eager else rms_normalized(x, norm_eps)
         if eager and residual is not None and bias is None:
