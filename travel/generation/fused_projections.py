@@ -149,15 +149,10 @@ class FusedAttention(torch.nn.Module):
         step_layer = static_layer(cache, attention.layer_idx)
         if self.rotary_kernel and step_layer is not None and qkv.dim() == 3 and rotary_cache_runs(qkv):
             # a decode step: norms, rotation and the cache writes in one kernel (travel/generation/triton_rotary.py)
-            query = rotary_cache_write(qkv, *self.heads(), getattr(attention, "q_norm", None),
-                                       getattr(attention, "k_norm", None), cos, sin, step_layer)
+            query = rotary_cache_write(qkv, *self.heads(), *self.qk_norms(), cos, sin, step_layer)
             key, value = step_layer.views()
         else:
-            if self.rotary_kernel and qkv.dim() == 3 and prefill_kernels_run(qkv):  # a prefill: the same, one kernel
-                query, key, value = rotary_split(qkv, *self.heads(), getattr(attention, "q_norm", None),
-                                                 getattr(attention, "k_norm", None), cos, sin)
-            else:
-                query, key, value = self.rotated(qkv, cos, sin)
+            query, key, value = self.split_heads(qkv, cos, sin)
             if cache is not None:
                 key, value = cache.update(key, value, attention.layer_idx)
         implementation = attention.config._attn_implementation
@@ -175,6 +170,17 @@ class FusedAttention(torch.nn.Module):
         """(query heads, key/value heads, head dim) of the q/k/v product."""
         head_dim = self.attention.head_dim
         return self.sizes[0] // head_dim, self.sizes[1] // head_dim, head_dim
+
+    def qk_norms(self) -> tuple[Any, Any]:
+        """Qwen3's per-head q and k RMSNorms, or (None, None) for a model without them."""
+        return getattr(self.attention, "q_norm", None), getattr(self.attention, "k_norm", None)
+
+    def split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """`rotated`'s queries, keys and values: by the rotary kernel where an uncompiled GPU forward (a prefill) runs
+        the prefill kernels (travel/generation/triton_prefill.py), else by the model's own operations."""
+        if self.rotary_kernel and qkv.dim() == 3 and prefill_kernels_run(qkv):
+            return rotary_split(qkv, *self.heads(), *self.qk_norms(), cos, sin)
+        return self.rotated(qkv, cos, sin)
 
     def rotated(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """The (rows, heads, positions, head dim) queries, keys and values of the q/k/v product, the queries and keys

@@ -23,11 +23,11 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    Where each prompt has one candidate whose queries per key/value head fill at most one merge tile of 16 (a
    one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every
    program counts itself done in its prompt and key/value head's counter (`PrefixChunks.counters`), and the last
-   one, which sees the others' parts, merges the row and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is
-   then one launch, where the merge kernel of so few queries is mostly its launch and its wait on the partials: on an
-   H100, 36 layers alone, one candidate of a 6,000-token prompt took 0.620 against 0.637 ms per step. With several
-   candidates the last program merges their rows one after another: 10 prompts x 4 candidates took 5.03 against
-   4.84 ms, so they keep the merge kernel.
+   one, which sees the others' parts, merges the row and zeroes the counter, as the split-K matmul sums its slices
+   (travel/generation/skinny_matmul.py). A layer is then one launch, where the merge kernel of so few queries is
+   mostly its launch and its wait on the partials: on an H100, 36 layers alone, one candidate of a 6,000-token prompt
+   took 0.620 against 0.637 ms per step. With several candidates the last program merges their rows one after
+   another: 10 prompts x 4 candidates took 5.03 against 4.84 ms, so they keep the merge kernel.
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
