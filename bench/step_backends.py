@@ -8,9 +8,10 @@ fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas), a prefix kernel
 `+split_triton`, ...; the last one named wins), and switches that turn kernels off for the item's runs, so one
 process times a step with and without them: `+torch_rotary` (the fused layers' q/k norms, rotary embedding and cache
 writes by the model's operations instead of travel/generation/triton_rotary.py), `+merge_kernel` (split_triton's
-merge kernel for one candidate too, instead of the merge in its first launch) and `+torch_prefill` (an uncompiled
+merge kernel for one candidate too, instead of the merge in its first launch), `+torch_prefill` (an uncompiled
 prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
-travel/generation/triton_prefill.py's kernels).
+travel/generation/triton_prefill.py's kernels) and `+flash_prompt` (an uncompiled prefill's attention by
+FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from travel.generation import triton_prefill, triton_rotary, triton_split
+from travel.generation import static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
 SWITCHES = {
     "torch_rotary": (triton_rotary, "ENABLED"),
     "merge_kernel": (triton_split, "FUSED_MERGE_ENABLED"),
     "torch_prefill": (triton_prefill, "ENABLED"),
+    "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION"),
 }
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
@@ -102,6 +104,7 @@ class StepBackend:
         label += ", q/k norms and rotary by torch" if "torch_rotary" in self.options else ""
         label += ", attention merged by its own kernel" if "merge_kernel" in self.options else ""
         label += ", prefill's elementwise operations by torch" if "torch_prefill" in self.options else ""
+        label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import StructuredDecoder, triton_prefill, triton_rotary, triton_split
+from travel.generation import StructuredDecoder, static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS
 
 
@@ -63,13 +63,18 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     with prefill.kernels_switched():
         assert not triton_prefill.ENABLED and triton_rotary.ENABLED
     assert triton_prefill.ENABLED
+    flash = StepBackend.parse("static+flash_prompt")
+    assert flash.label().endswith("prompt attention by FlashAttention first")
+    with flash.kernels_switched():
+        assert not static_step.CUDNN_PROMPT_ATTENTION and triton_prefill.ENABLED
+    assert static_step.CUDNN_PROMPT_ATTENTION
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+merge_kernel, +torch_prefill, +" + ", +".join(PREFIX_KERNELS)),
+                            "+merge_kernel, +torch_prefill, +flash_prompt, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

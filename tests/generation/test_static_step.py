@@ -7,7 +7,8 @@ import torch
 
 from tests.generation.conftest import assert_strict_action, short_request
 from travel.agents.models import build_tiny_random
-from travel.generation import StructuredDecoder
+from travel.generation import StructuredDecoder, static_step
+from travel.generation.model_io import decode_attention
 from travel.generation.static_step import (
     CAUSAL_PROMPT_ATTENTION,
     GROUPED_DECODE_ATTENTION,
@@ -128,6 +129,34 @@ def test_a_prompt_into_an_empty_cache_attends_causally_whatever_mask_it_is_given
     everywhere, _ = causal_prompt_attention_function(windowed, query, key, value, no_mask, scaling=0.3)
     unmasked = scores.softmax(-1) @ grouped_values
     torch.testing.assert_close(everywhere.double(), unmasked.transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN's attention needs a CUDA device")
+@pytest.mark.parametrize("cudnn", [True, False])
+def test_a_prompt_on_cuda_attends_by_cudnn_where_chosen_and_causally_either_way(monkeypatch, cudnn):
+    """Inside the decoder's SDPA choice, which leaves cuDNN out, a maskless bf16 prompt with grouped key/value heads
+    runs cuDNN's attention where CUDNN_PROMPT_ATTENTION says so, and matches the causal softmax either way."""
+    monkeypatch.setattr(static_step, "CUDNN_PROMPT_ATTENTION", cudnn)
+    generator = torch.Generator(device="cuda").manual_seed(2)
+    query_heads, kv_heads, length, dim = 32, 8, 777, 128
+    shape = lambda heads: (1, heads, length, dim)  # noqa: E731
+    query, key, value = (torch.randn(shape(h), generator=generator, device="cuda").bfloat16()
+                         for h in (query_heads, kv_heads, kv_heads))
+
+    class Module:
+        num_key_value_groups = query_heads // kv_heads
+        is_causal = True
+        training = False
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile, decode_attention(query.device):
+        got, _ = causal_prompt_attention_function(Module(), query, key, value, None, scaling=dim**-0.5)
+    ran = {event.key for event in profile.key_averages()}
+    assert ("aten::_scaled_dot_product_cudnn_attention" in ran) == cudnn
+    grouped = [t.double().repeat_interleave(Module.num_key_value_groups, dim=1) for t in (key, value)]
+    scores = (query.double() @ grouped[0].transpose(-1, -2) * dim**-0.5).masked_fill(
+        torch.ones(length, length, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    expected = (scores.softmax(-1) @ grouped[1]).transpose(1, 2)
+    torch.testing.assert_close(got.double(), expected, atol=2e-2, rtol=2e-2)
 
 
 def test_causal_prompt_attention_switches_sdpa_models_only_and_restores_them(tiny):

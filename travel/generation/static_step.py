@@ -40,6 +40,9 @@ GROUPED_DECODE_ATTENTION = "travel_grouped_decode"
 CAUSAL_PROMPT_ATTENTION = "travel_causal_prompt"
 STATIC_ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MASK_ALIGNMENT = 16  # memory-efficient attention wants the mask's last dim aligned; otherwise it pads a copy
+# a maskless causal prompt by cuDNN's attention where it takes the inputs (False: FlashAttention first, as the decode
+# steps; bench/generation.py's +flash_prompt)
+CUDNN_PROMPT_ATTENTION = True
 
 
 def masked_decode_step(query: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float) -> bool:
@@ -108,7 +111,20 @@ def causal_prompt_attention_function(
     another length (a cache that held tokens already) and sliding-window layers keep the mask."""
     plain_causal = query.shape[2] == key.shape[2] and getattr(module, "sliding_window", None) is None
     mask = None if plain_causal else attention_mask
-    return transformers_sdpa(module, query, key, value, mask, scaling, dropout, **kwargs)
+    with prompt_sdpa_backends(query) if plain_causal else contextlib.nullcontext():
+        return transformers_sdpa(module, query, key, value, mask, scaling, dropout, **kwargs)
+
+
+def prompt_sdpa_backends(query: torch.Tensor) -> contextlib.AbstractContextManager[Any]:
+    """SDPA's backends for a maskless causal prompt on CUDA, cuDNN's first where `CUDNN_PROMPT_ATTENTION`, else
+    a no-op (the decoder's own choice, which leaves cuDNN out for its decode steps). Kept out of a traced
+    forward, where the compiled prefill picks its kernel itself."""
+    if not CUDNN_PROMPT_ATTENTION or query.device.type != "cuda" or torch.compiler.is_compiling():
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return sdpa_kernel(backends, set_priority=True)
 
 
 def register_attention(name: str, function: Any) -> bool:
