@@ -148,10 +148,13 @@ def test_a_prompt_on_cuda_attends_by_cudnn_where_chosen_and_causally_either_way(
         is_causal = True
         training = False
 
+    priority, cudnn_enabled = torch._C._get_sdp_priority_order(), torch.backends.cuda.cudnn_sdp_enabled()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile, decode_attention(query.device):
         got, _ = causal_prompt_attention_function(Module(), query, key, value, None, scaling=dim**-0.5)
     ran = {event.key for event in profile.key_averages()}
     assert ("aten::_scaled_dot_product_cudnn_attention" in ran) == cudnn
+    # SDPA's global choice is as it was (a later update's attention is not steered)
+    assert (torch._C._get_sdp_priority_order(), torch.backends.cuda.cudnn_sdp_enabled()) == (priority, cudnn_enabled)
     grouped = [t.double().repeat_interleave(Module.num_key_value_groups, dim=1) for t in (key, value)]
     scores = (query.double() @ grouped[0].transpose(-1, -2) * dim**-0.5).masked_fill(
         torch.ones(length, length, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
