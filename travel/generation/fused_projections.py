@@ -208,7 +208,7 @@ class FusedMLP(torch.nn.Module):
         self.down_matmul = DecodeMatmul(mlp.down_proj.weight, matmul)
         # SiLU(gate) * up in one kernel where a forward runs uncompiled on a GPU (travel/generation/triton_prefill.py)
         silu = type(mlp.act_fn).__name__ in SILU and fused.sizes[0] == fused.sizes[1]
-        self.silu_kernel = silu and matmul == "split_k"
+        self.silu_kernel = silu and self.down_matmul.prefill_kernels
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.down(self.gate_up_matmul(hidden_states, self.gate_up_weight, self.gate_up_bias))

@@ -137,10 +137,17 @@ def decode_attention(device: torch.device) -> Iterator[None]:
     if device.type != "cuda":
         yield
         return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+    with sdpa_kernel(decode_sdpa_backends()):
         yield
+
+
+def decode_sdpa_backends() -> list[Any]:
+    """The SDPA backends the decoder allows on CUDA, in torch's order: all but cuDNN's."""
+    from torch.nn.attention import SDPBackend
+
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def compute_autocast(device: torch.device, compute_dtype: str | None) -> contextlib.AbstractContextManager[Any]:

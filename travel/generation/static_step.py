@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from travel.generation.compiled_forward import step_forward
+from travel.generation.model_io import decode_sdpa_backends
 
 try:
     from transformers.cache_utils import DynamicLayer
@@ -112,20 +113,19 @@ def causal_prompt_attention_function(
     kernel goes first (`prompt_sdpa_backends`): the whole prefill took 0.094 against 0.112 s on an H100."""
     plain_causal = query.shape[2] == key.shape[2] and getattr(module, "sliding_window", None) is None
     mask = None if plain_causal else attention_mask
-    with prompt_sdpa_backends(query) if plain_causal else contextlib.nullcontext():
+    with prompt_sdpa_backends(query, plain_causal):
         return transformers_sdpa(module, query, key, value, mask, scaling, dropout, **kwargs)
 
 
-def prompt_sdpa_backends(query: torch.Tensor) -> contextlib.AbstractContextManager[Any]:
-    """SDPA's backends for a maskless causal prompt on CUDA, cuDNN's first where `CUDNN_PROMPT_ATTENTION`, else
-    a no-op (the decoder's own choice, which leaves cuDNN out for its decode steps). Kept out of a traced
+def prompt_sdpa_backends(query: torch.Tensor, plain_causal: bool) -> contextlib.AbstractContextManager[Any]:
+    """SDPA's backends for a `plain_causal` (maskless) prompt on CUDA, cuDNN's first where `CUDNN_PROMPT_ATTENTION`,
+    else a no-op (the decoder's own choice, which leaves cuDNN out for its decode steps). Kept out of a traced
     forward, where the compiled prefill picks its kernel itself."""
-    if not CUDNN_PROMPT_ATTENTION or query.device.type != "cuda" or torch.compiler.is_compiling():
+    if not plain_causal or not CUDNN_PROMPT_ATTENTION or query.device.type != "cuda" or torch.compiler.is_compiling():
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    backends = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    return sdpa_kernel(backends, set_priority=True)
+    return sdpa_kernel([SDPBackend.CUDNN_ATTENTION, *decode_sdpa_backends()], set_priority=True)
 
 
 def register_attention(name: str, function: Any) -> bool:
