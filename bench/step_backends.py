@@ -10,8 +10,9 @@ process times a step with and without them: `+torch_rotary` (the fused layers' q
 writes by the model's operations instead of travel/generation/triton_rotary.py), `+merge_kernel` (split_triton's
 merge kernel for one candidate too, instead of the merge in its first launch), `+torch_prefill` (an uncompiled
 prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
-travel/generation/triton_prefill.py's kernels) and `+flash_prompt` (an uncompiled prefill's attention by
-FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION).
+travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled prefill's attention by
+FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION) and `+uniform_launch` (split_triton's
+partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ SWITCHES = {
     "merge_kernel": (triton_split, "FUSED_MERGE_ENABLED"),
     "torch_prefill": (triton_prefill, "ENABLED"),
     "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION"),
+    "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES"),
 }
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
@@ -105,6 +107,7 @@ class StepBackend:
         label += ", attention merged by its own kernel" if "merge_kernel" in self.options else ""
         label += ", prefill's elementwise operations by torch" if "torch_prefill" in self.options else ""
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
+        label += ", attention partials launched alike for any candidates" if "uniform_launch" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

@@ -68,13 +68,20 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     with flash.kernels_switched():
         assert not static_step.CUDNN_PROMPT_ATTENTION and triton_prefill.ENABLED
     assert static_step.CUDNN_PROMPT_ATTENTION
+    uniform = StepBackend.parse("static+uniform_launch")
+    assert uniform.label().endswith("attention partials launched alike for any candidates")
+    with uniform.kernels_switched():
+        assert not triton_split.LAUNCH_BY_CANDIDATES and triton_split.partials_launch(20, 64) == (64, 4)
+        assert triton_split.partials_launch(1, 16) == (64, 4)
+    assert triton_split.LAUNCH_BY_CANDIDATES and triton_split.partials_launch(1, 16) == (64, 2)
+    assert triton_split.partials_launch(20, 64) == (32, 4)
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+merge_kernel, +torch_prefill, +flash_prompt, +" + ", +".join(PREFIX_KERNELS)),
+                            "+merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

@@ -115,6 +115,20 @@ def test_queries_beyond_one_tile_are_split_into_blocks():
         torch.testing.assert_close(packed_call(inputs, written, 2).double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
+@needs_interpreter
+@pytest.mark.parametrize("repeats", [1, 3], ids=["one-candidate", "several-candidates"])
+def test_a_chunk_of_several_key_blocks_and_a_partial_last_one_is_the_joint_softmax(repeats):
+    """Each launch setting's key blocks (`partials_launch`: 64 keys for one candidate, 32 for several) over one chunk
+    of 2.5 of its blocks and a suffix of 1.5, so the online softmax rescales what earlier blocks summed."""
+    block_keys = triton_split.partials_launch(repeats, 16)[0]
+    width, capacity = 5 * block_keys // 2 + 7, 3 * block_keys // 2  # the last prompt is 7 tokens shorter
+    inputs, written = written_inputs(2, repeats, 4, 1, capacity=capacity, width=width)
+    written.lengths.fill_(capacity)
+    suffix_mask = torch.zeros_like(inputs[6])  # every suffix column written
+    inputs = (*inputs[:6], suffix_mask, *inputs[7:])
+    torch.testing.assert_close(packed_call(inputs, written, 1).double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
 def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
     inputs, written = written_inputs(1, 2, 2, 1)
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats = inputs
