@@ -69,7 +69,7 @@ def test_small_per_cell_sizes_serve_a_small_file():
 
 
 def test_eval_count_larger_than_the_pool_names_the_option():
-    with pytest.raises(CurriculumError, match=r"curriculum\.eval_per_cell=30.*has only 20"):
+    with pytest.raises(CurriculumError, match=r"curriculum\.eval_per_cell=30.*has only 20 candidate rows; lower those two \(experiment=travelplanner_train_rows"):
         ScalableCurriculum(eval_per_cell=30).split(validation_layout_rows())
 
 

@@ -157,7 +157,8 @@ class ScalableCurriculum:
                 raise CurriculumError(
                     f"curriculum.train_per_cell={self.train_per_cell} + curriculum.eval_per_cell={self.eval_per_cell} "
                     f"= {need} rows per cell, but cell {dict(zip(self.stratify_by, key))} has only "
-                    f"{len(groups[key])} candidate rows"
+                    f"{len(groups[key])} candidate rows; lower those two (experiment=travelplanner_train_rows sets 4 + 1, "
+                    f"for the 45-row TravelPlanner train split)"
                 )
         rng = random.Random(self.seed)
         train: list[TravelRow] = []
