@@ -248,10 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS "
         "(hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto); '+torch_rotary', "
-        "'+merge_kernel', '+torch_prefill', '+flash_prompt' and '+uniform_launch' switch the rotary kernel, the one-launch "
-        "attention merge, the prefill's elementwise kernels, its cuDNN attention and the attention's launch settings "
-        "by candidate count off, for an A/B in one process "
-        "(bench/step_backends.py)",
+        "'+merge_kernel', '+torch_prefill', '+flash_prompt' and '+uniform_launch' switch the rotary kernel, the "
+        "one-launch attention merge, the prefill's elementwise kernels, its cuDNN attention and the attention's "
+        "launch settings by candidate count off, for an A/B in one process (bench/step_backends.py)",
     )
     parser.add_argument(
         "--actions",

@@ -69,7 +69,8 @@ def test_small_per_cell_sizes_serve_a_small_file():
 
 
 def test_eval_count_larger_than_the_pool_names_the_option():
-    with pytest.raises(CurriculumError, match=r"curriculum\.eval_per_cell=30.*has only 20 candidate rows; lower those two \(experiment=travelplanner_train_rows"):
+    message = r"curriculum\.eval_per_cell=30.*has only 20 candidate rows; lower those two \(experiment=travelplanner_train_rows"
+    with pytest.raises(CurriculumError, match=message):
         ScalableCurriculum(eval_per_cell=30).split(validation_layout_rows())
 
 

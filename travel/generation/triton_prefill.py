@@ -21,8 +21,8 @@ Here each is one pass, in kernels whose shapes are runtime arguments (no compile
 They run where `prefill_kernels_run` says: half precision on a GPU, outside torch.compile (whose fused kernels do the
 same there), in layers built with `hardware.decode_matmul=split_k` (`cublas` keeps the model's operations throughout,
 as in its decode steps). The folded copy's layers run all four; the fused copy's the activation and rotary kernels,
-its norms and residual adds being the model's own layer's. On an H100 a 6,000-token prefill of Qwen3-4B's folded copy took 0.113 s
-against 0.162 with the model's operations, the compiled prefill's time. Under `TRITON_INTERPRET=1` Triton's
+its norms and residual adds being the model's own layer's. On an H100 a 6,000-token prefill of Qwen3-4B's folded
+copy took 0.113 s against 0.162 with the model's operations, the compiled prefill's time. Under `TRITON_INTERPRET=1` Triton's
 interpreter runs the kernels on CPU tensors, which is how the CPU tests check them.
 """
 
