@@ -70,13 +70,14 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     assert static_step.CUDNN_PROMPT_ATTENTION
     uniform = StepBackend.parse("static+uniform_launch")
     assert uniform.label().endswith("attention partials launched alike for any candidates")
-    one, twenty = (1, 16), (20, 64)  # (candidates, query tile rows)
+    one, twenty = (1, 1, 16), (1, 20, 64)  # (prompts, candidates, query tile rows)
     with uniform.kernels_switched():
         assert not triton_split.LAUNCH_BY_CANDIDATES
         assert triton_split.partials_launch(*one) == triton_split.partials_launch(*twenty) == (triton_split.BLOCK_KEYS, 4)
     assert triton_split.LAUNCH_BY_CANDIDATES
     assert triton_split.partials_launch(*one) == (triton_split.BLOCK_KEYS, triton_split.ONE_CANDIDATE_WARPS)
     assert triton_split.partials_launch(*twenty) == (triton_split.SEVERAL_CANDIDATES_KEYS, 4)
+    assert triton_split.partials_launch(10, 1, 16) == (triton_split.BLOCK_KEYS, 4)  # several prompts: not measured
 
 
 @pytest.mark.parametrize(

@@ -120,7 +120,7 @@ def test_queries_beyond_one_tile_are_split_into_blocks():
 def test_a_chunk_of_several_key_blocks_and_a_partial_last_one_is_the_joint_softmax(repeats):
     """Each launch setting's key blocks (`partials_launch`: 64 keys for one candidate, 32 for several) over one chunk
     of 2.5 of its blocks and a suffix of 1.5, so the online softmax rescales what earlier blocks summed."""
-    block_keys = triton_split.partials_launch(repeats, 16)[0]
+    block_keys = triton_split.partials_launch(2, repeats, 16)[0]
     width, capacity = 5 * block_keys // 2 + 7, 3 * block_keys // 2  # the last prompt is 7 tokens shorter
     inputs, written = written_inputs(2, repeats, 4, 1, capacity=capacity, width=width)
     written.lengths.fill_(capacity)

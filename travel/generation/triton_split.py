@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 STAGES = 3  # software-pipelined key blocks in flight per program
 SEVERAL_CANDIDATES_KEYS = 32  # keys per block where a prompt has several candidates (see partials_launch)
-ONE_CANDIDATE_WARPS = 2  # warps of a program of 16 query rows where each prompt has one (see partials_launch)
+ONE_CANDIDATE_WARPS = 2  # warps of a program of 16 query rows of one prompt's one candidate (see partials_launch)
 LAUNCH_BY_CANDIDATES = True  # False: 64 keys and 4 warps for all (bench/generation.py's +uniform_launch)
 # the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32, 64 or 128
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
@@ -202,18 +202,19 @@ def chunk_tiles(queries: int, largest: int = LARGEST_CHUNK_TILE) -> tuple[int, i
     return largest, queries // largest, query_block(rest) if rest else 0
 
 
-def partials_launch(repeats: int, block: int) -> tuple[int, int]:
-    """The partials kernel's (keys per block, warps) for `repeats` candidates per prompt and chunk tiles of `block`
-    rows: `BLOCK_KEYS` keys and 4 warps (8 for a tile past 64 rows), but 2 warps for one candidate's 16-row tiles (a
-    step of up to 4 positions) and `SEVERAL_CANDIDATES_KEYS` keys for several candidates. On an H100, 36 layers
-    alone (`bench/prefix_attention.py`'s inputs), against 64 keys and 4 warps for all: one candidate of a 6,000-token
-    prompt 0.588 against 0.605-0.614 ms per step (32 keys: 0.658), 20 candidates 0.907 against 0.989-1.000 (2 warps:
-    1.502), 10 prompts of 7,450 tokens x 4 candidates 4.58-4.60 against 4.71-4.72."""
+def partials_launch(prompts: int, repeats: int, block: int) -> tuple[int, int]:
+    """The partials kernel's (keys per block, warps) for `prompts` x `repeats` candidates and chunk tiles of `block`
+    rows: `BLOCK_KEYS` keys and 4 warps (8 for a tile past 64 rows), but 2 warps for one prompt's one candidate in
+    16-row tiles (a step of up to 4 positions) and `SEVERAL_CANDIDATES_KEYS` keys for several candidates. On an
+    H100, 36 layers alone (`bench/prefix_attention.py`'s inputs), against 64 keys and 4 warps for all: one candidate of
+    a 6,000-token prompt 0.588 against 0.605-0.614 ms per step (32 keys: 0.658), 20 candidates 0.907 against
+    0.989-1.000 (2 warps: 1.502), 10 prompts of 7,450 tokens x 4 candidates 4.58-4.60 against 4.71-4.72 (2 warps and
+    64 keys: 5.02, so several prompts of one candidate, not measured, keep 4 warps)."""
     uniform = BLOCK_KEYS, 4 if block <= 64 else 8
     if not LAUNCH_BY_CANDIDATES:
         return uniform
     if repeats == 1:
-        return (BLOCK_KEYS, ONE_CANDIDATE_WARPS) if block <= 16 else uniform
+        return (BLOCK_KEYS, ONE_CANDIDATE_WARPS) if prompts == 1 and block <= 16 else uniform
     return SEVERAL_CANDIDATES_KEYS, uniform[1]
 
 
@@ -254,7 +255,7 @@ def split_triton_attention(
     output = torch.empty_like(per_row, memory_format=torch.contiguous_format)
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
     block, full_blocks, tail = chunk_tiles(queries)
-    block_keys, warps = partials_launch(repeats, block)
+    block_keys, warps = partials_launch(chunks.prompts, repeats, block)
     merge_block = min(query_block(group), MERGE_ROWS)
     fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= MERGE_ROWS  # one candidate, one merge tile
     if fused_merge and chunks.counters.numel() != rows * kv_heads:
