@@ -207,8 +207,8 @@ def partials_launch(prompts: int, repeats: int, block: int) -> tuple[int, int]:
     rows: `BLOCK_KEYS` keys and 4 warps (8 for a tile past 64 rows), but 2 warps for one prompt's one candidate in
     16-row tiles (a step of up to 4 positions) and `SEVERAL_CANDIDATES_KEYS` keys for several candidates. On an
     H100, 36 layers alone (`bench/prefix_attention.py`'s inputs), against 64 keys and 4 warps for all: one candidate of
-    a 6,000-token prompt 0.588 against 0.605-0.614 ms per step (32 keys: 0.658), 20 candidates 0.907 against
-    0.989-1.000 (2 warps: 1.502), 10 prompts of 7,450 tokens x 4 candidates 4.58-4.60 against 4.71-4.72 (2 warps and
+    a 6,000-token prompt 0.588 against 0.605-0.616 ms per step (32 keys: 0.658), 20 candidates 0.907 against
+    0.989-1.006 (2 warps: 1.502), 10 prompts of 7,450 tokens x 4 candidates 4.58-4.60 against 4.71-4.72 (2 warps and
     64 keys: 5.02, so several prompts of one candidate, not measured, keep 4 warps)."""
     uniform = BLOCK_KEYS, 4 if block <= 64 else 8
     if not LAUNCH_BY_CANDIDATES:
