@@ -248,9 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS "
         "(hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto); '+torch_rotary', "
-        "'+merge_kernel', '+torch_prefill', '+flash_prompt' and '+uniform_launch' switch the rotary kernel, the "
-        "one-launch attention merge, the prefill's elementwise kernels, its cuDNN attention and the attention's "
-        "launch settings by candidate count off, for an A/B in one process (bench/step_backends.py)",
+        "'+merge_kernel', '+torch_prefill', '+flash_prompt', '+uniform_launch' and '+pointer_prefix' switch the rotary "
+        "kernel, the one-launch attention merge, the prefill's elementwise kernels, its cuDNN attention, the attention's "
+        "launch settings by candidate count and its prefix loads by tensor descriptors off, for an A/B in one process "
+        "(bench/step_backends.py)",
     )
     parser.add_argument(
         "--actions",
@@ -324,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = [name.strip() for name in args.step_backends.split(",") if name.strip()]
     for spec in specs:
         step = StepBackend.parse(spec)
-        with step.kernels_switched():  # +torch_rotary, +merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch
+        with step.kernels_switched():  # the switches: +torch_rotary, +merge_kernel, ...
             decoder = StructuredDecoder(
                 loaded.model,
                 tokenizer,

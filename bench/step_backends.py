@@ -11,8 +11,10 @@ writes by the model's operations instead of travel/generation/triton_rotary.py),
 merge kernel for one candidate too, instead of the merge in its first launch), `+torch_prefill` (an uncompiled
 prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
 travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled prefill's attention by
-FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION) and `+uniform_launch` (split_triton's
-partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch).
+FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION), `+uniform_launch` (split_triton's
+partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch) and
+`+pointer_prefix` (split_triton's prefix chunks loaded by pointers where tensor descriptors run too,
+triton_split.PREFIX_DESCRIPTORS).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SWITCHES = {
     "torch_prefill": (triton_prefill, "ENABLED"),
     "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION"),
     "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES"),
+    "pointer_prefix": (triton_split, "PREFIX_DESCRIPTORS"),
 }
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
@@ -108,6 +111,7 @@ class StepBackend:
         label += ", prefill's elementwise operations by torch" if "torch_prefill" in self.options else ""
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
         label += ", attention partials launched alike for any candidates" if "uniform_launch" in self.options else ""
+        label += ", prefix chunks loaded by pointers" if "pointer_prefix" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

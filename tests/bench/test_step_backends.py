@@ -78,13 +78,18 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     assert triton_split.partials_launch(*one) == (triton_split.BLOCK_KEYS, triton_split.ONE_CANDIDATE_WARPS)
     assert triton_split.partials_launch(*twenty) == (triton_split.SEVERAL_CANDIDATES_KEYS, 4)
     assert triton_split.partials_launch(10, 1, 16) == (triton_split.BLOCK_KEYS, 4)  # several prompts: not measured
+    pointers = StepBackend.parse("static+pointer_prefix")
+    assert pointers.label().endswith("prefix chunks loaded by pointers")
+    with pointers.kernels_switched():
+        assert not triton_split.PREFIX_DESCRIPTORS and triton_split.LAUNCH_BY_CANDIDATES
+    assert triton_split.PREFIX_DESCRIPTORS
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch, +" + ", +".join(PREFIX_KERNELS)),
+                            "+merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

@@ -129,6 +129,33 @@ def test_a_chunk_of_several_key_blocks_and_a_partial_last_one_is_the_joint_softm
     torch.testing.assert_close(packed_call(inputs, written, 1).double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
+@needs_interpreter
+@pytest.mark.parametrize("repeats", [1, 3], ids=["one-candidate", "several-candidates"])
+def test_prefix_chunks_loaded_by_tensor_descriptors_are_the_pointer_loads_bit_for_bit(repeats, monkeypatch):
+    """Where TMA runs (Triton's interpreter here) the chunks' keys and values come through tensor descriptors of the
+    packed prefix, one per call, in blocks of the launch's keys; a block past a chunk's end reads the next chunk's keys
+    (hidden) or zeros past the table. `PREFIX_DESCRIPTORS = False` (the benchmarks' A/B) loads them by pointers."""
+    block_keys = triton_split.partials_launch(2, repeats, 16)[0]
+    inputs, written = written_inputs(2, repeats, 4, 1, width=5 * block_keys // 2 + 7)
+    arguments = packed_arguments(inputs, written, 2)
+    assert arguments[3].tma
+    made, original = [], triton_split.TensorDescriptor
+
+    class Recorded:
+        @staticmethod
+        def from_tensor(tensor, block_shape):
+            made.append((tensor.shape, block_shape))
+            return original.from_tensor(tensor, block_shape)
+
+    monkeypatch.setattr(triton_split, "TensorDescriptor", Recorded)
+    described = split_triton_attention(*arguments)
+    tokens, kv_heads, head_dim = arguments[1].shape
+    assert made == [((tokens, kv_heads * head_dim), [block_keys, head_dim])] * 2
+    monkeypatch.setattr(triton_split, "PREFIX_DESCRIPTORS", False)
+    assert torch.equal(split_triton_attention(*arguments), described) and len(made) == 2
+    torch.testing.assert_close(described.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
+
+
 def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
     inputs, written = written_inputs(1, 2, 2, 1)
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats = inputs

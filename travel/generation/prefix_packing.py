@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from travel.generation.triton_varlen import tma_runs
+
 MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
 # split_triton's merge unrolls over a prompt's chunks: from 18 on it spilled registers (ptxas for sm_90, 4 queries a
 # program), and 32 chunks took 4.3 ms per step against 0.97 at 16 (H200, 20 candidates, 36 layers alone)
@@ -32,6 +34,8 @@ class PrefixChunks:
     # prompt's finished programs in them and leaves them zeroed, so every layer's call reuses them (one after another,
     # as a step's layers run on one stream; two calls at once must not share them)
     counters: torch.Tensor
+    # whether split_triton loads the packed prefix through tensor descriptors (`triton_varlen.tma_runs` on its device)
+    tma: bool = False
 
 
 def prefix_chunks(
@@ -57,7 +61,7 @@ def prefix_chunks(
     sizes = [length // per_prompt + (c < length % per_prompt) for length in lengths for c in range(per_prompt)]
     offsets = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.int32, device=attention.device)
     counters = torch.zeros(prompts * kv_heads, dtype=torch.int32, device=attention.device)
-    return PrefixChunks(offsets, prompts, per_prompt, max(sizes), counters)
+    return PrefixChunks(offsets, prompts, per_prompt, max(sizes), counters, tma_runs(attention.device))
 
 
 def prompt_tokens(attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

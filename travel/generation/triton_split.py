@@ -36,6 +36,13 @@ group) each in tiles of their own size. On an H200, 36 layers of Qwen3-4B's shap
 candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41, the whole 1,024 columns; 0.906 with the tiles
 above, floor 0.294 at 128 columns written), 0.56 for one (joint softmax 1.82, floor 0.22), 3.55 for a MAGRPO buffer
 of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
+Where the GPU has the tensor memory accelerator (compute capability 9.0 on; `PrefixChunks.tma`), the chunk programs
+load their keys and values through two tensor descriptors of the packed prefix (`triton_varlen.attend_described_keys`),
+so they compute no per-element addresses and hold fewer registers (ptxas for sm_90, 20 candidates: 125 against 141 a
+thread). On an H100, 36 layers alone, 20 candidates: 0.927 and 0.910 against 0.950 and 0.939 ms per step, one
+candidate 0.620 and 0.615 against 0.625 and 0.619; the compiled 20-candidate decode step 5.61 against 5.68 ms. A
+chunk program's time is its products and softmax, not its loads: with one key block reused instead of loaded it took
+14.7 against 15.2 us a layer at 20 candidates (docs/performance.md).
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
 """
@@ -46,7 +53,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from travel.generation.triton_varlen import BLOCK_KEYS, LN2, query_block, triton
+from travel.generation.triton_varlen import BLOCK_KEYS, LN2, TensorDescriptor, query_block, triton
 
 if TYPE_CHECKING:
     from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix
@@ -60,26 +67,34 @@ LAUNCH_BY_CANDIDATES = True  # False: 64 keys and 4 warps for all (bench/generat
 MERGE_ROWS = 16
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
 FUSED_MERGE_ENABLED = True  # False: the merge kernel for one candidate too (bench/generation.py's +merge_kernel)
+PREFIX_DESCRIPTORS = True  # False: the prefix chunks read by pointers where TMA runs too (bench/generation.py's +pointer_prefix)
 
 if triton is not None:
     import triton.language as tl
 
-    from travel.generation.triton_varlen import attend_keys  # the online softmax the kernels below share
+    # the online softmax the kernels below share, over keys by pointers or by tensor descriptors
+    from travel.generation.triton_varlen import attend_described_keys, attend_keys
 
-    def _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, m, d,
+    def _chunk_part(Q, K, V, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, m, d,
                     stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
                     stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
-                    GROUP: tl.constexpr, TILE_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+                    GROUP: tl.constexpr, TILE_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    DESCRIBED: tl.constexpr):
         """Prefix chunk `unit`'s queries `m` (a tile of TILE_M) of key/value head `kv_head`: query m of the chunk's
-        prompt is row prompt x repeats + m // GROUP, group entry m % GROUP. Writes their part and log-sum-exp."""
+        prompt is row prompt x repeats + m // GROUP, group entry m % GROUP. Writes their part and log-sum-exp.
+        DESCRIBED: the chunk's keys and values by the tensor descriptors KD/VD instead of pointers K/V."""
         valid = m < repeats * GROUP
         row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
         q = tl.load(Q + row[:, None] * stride_qr + kv_head * stride_qh + (m % GROUP)[:, None] * stride_qg + d[None, :],
                     mask=valid[:, None], other=0.0)
-        k_start = tl.load(chunk_offsets + unit).to(tl.int64)  # 64-bit: token x stride can pass 2**31
-        k_count = tl.load(chunk_offsets + unit + 1) - k_start
-        out, lse = attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
-                                stride_kt, stride_vt, k_count, m, scale_log2, False, TILE_M, BLOCK_N, HEAD_DIM)
+        first = tl.load(chunk_offsets + unit)
+        k_count = tl.load(chunk_offsets + unit + 1) - first
+        if DESCRIBED:
+            out, lse = attend_described_keys(q, KD, VD, first, k_count, kv_head * HEAD_DIM, scale_log2, TILE_M, BLOCK_N, HEAD_DIM)
+        else:
+            k_start = first.to(tl.int64)  # 64-bit: token x stride can pass 2**31
+            out, lse = attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
+                                   stride_kt, stride_vt, k_count, m, scale_log2, False, TILE_M, BLOCK_N, HEAD_DIM)
         tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
                  out.to(PART.dtype.element_ty), mask=valid[:, None])
         tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
@@ -99,7 +114,7 @@ if triton is not None:
         tl.store(SPART_LSE + row * stride_tr + kv_head * stride_th + m, lse, mask=valid)
 
     def _partials_kernel(
-        Q, K, V, SK, SV, PART, PART_LSE, SPART, SPART_LSE, chunk_offsets, lengths,
+        Q, K, V, KD, VD, SK, SV, PART, PART_LSE, SPART, SPART_LSE, chunk_offsets, lengths,
         stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
@@ -107,21 +122,21 @@ if triton is not None:
         scale_log2, chunk_count, repeats, full_blocks,
         GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, SUFFIX_M: tl.constexpr,
         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr,
-        MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr,
+        MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr, DESCRIBED: tl.constexpr,
     ):
         block, unit, kv_head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         d = tl.arange(0, HEAD_DIM)
         if unit < chunk_count:  # a prefix chunk: a full query tile, or the tail tile after them
             if block < full_blocks:
-                _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M), d,
+                _chunk_part(Q, K, V, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M), d,
                             stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
-                            GROUP, BLOCK_M, BLOCK_N, HEAD_DIM)
+                            GROUP, BLOCK_M, BLOCK_N, HEAD_DIM, DESCRIBED)
             elif TAIL_M > 0:
-                _chunk_part(Q, K, V, PART, PART_LSE, chunk_offsets, unit, kv_head, full_blocks * BLOCK_M + tl.arange(0, TAIL_M), d,
+                _chunk_part(Q, K, V, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, full_blocks * BLOCK_M + tl.arange(0, TAIL_M), d,
                             stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
-                            GROUP, TAIL_M, BLOCK_N, HEAD_DIM)
+                            GROUP, TAIL_M, BLOCK_N, HEAD_DIM, DESCRIBED)
         elif block * SUFFIX_M < GROUP:  # the suffix of row unit - chunk_count, in tiles of its own size (at most
             # BLOCK_M): group entry m is query head m // POSITIONS at new position m % POSITIONS, which sees the row's
             # written columns up to its own (causal, aligned to the written end)
@@ -261,17 +276,23 @@ def split_triton_attention(
     if fused_merge and chunks.counters.numel() != rows * kv_heads:
         raise ValueError(f"prefix_attention='split_triton': {chunks.counters.numel()} merge counters for {rows} prompt(s) "
                          f"x {kv_heads} key/value heads")
+    described = PREFIX_DESCRIPTORS and chunks.tma and all(table.stride(1) == head_dim for table in (prefix_keys, prefix_values))
+    if described:  # (tokens, kv heads x head dim) tables in blocks of a key block's rows x one head's entries
+        key_table, value_table = (TensorDescriptor.from_tensor(table.flatten(1), [block_keys, head_dim])
+                                  for table in (prefix_keys, prefix_values))
+    else:
+        key_table, value_table = prefix_keys, prefix_values  # (unread)
     merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
                        "HEAD_DIM": head_dim}
     _PARTIALS[(full_blocks + (tail > 0), chunk_count + rows, kv_heads)](
-        per_row, prefix_keys, prefix_values, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
+        per_row, prefix_keys, prefix_values, key_table, value_table, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
         output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],  # (counters unread unfused)
         scale / LN2, chunk_count, repeats, full_blocks,
         POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=min(query_block(group), block),
-        BLOCK_N=block_keys, MERGE_M=merge_block, FUSED_MERGE=fused_merge, **merge_constants,
+        BLOCK_N=block_keys, MERGE_M=merge_block, FUSED_MERGE=fused_merge, DESCRIBED=described, **merge_constants,
         num_warps=warps, num_stages=STAGES,
     )
     if not fused_merge:

@@ -33,6 +33,10 @@ try:
     import triton.language as tl
 except ImportError:  # the kernel is then not offered (prefix_attention.prefix_kernel says so)
     triton = None  # type: ignore[assignment]
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # a triton without host-side tensor descriptors: the kernels read by pointers alone
+    TensorDescriptor = None  # type: ignore[assignment,misc]
 
 BLOCK_KEYS = 64  # keys per inner-loop block
 LN2 = math.log(2.0)
@@ -53,8 +57,21 @@ def triton_runs(tensor: torch.Tensor) -> bool:
 
 if triton is not None:
 
-    # A device function, inlined into the kernels that call it. It is defined under the name they call it by:
+    # Device functions, inlined into the kernels that call them. Each is defined under the name they call it by:
     # torch.compile re-emits a kernel's source with the `def` of each device function it calls.
+    @triton.jit
+    def softmax_block(q, k, v, keep, m_i, l_i, acc, scale_log2):
+        """One block of keys `k` (head dim, keys) and values `v` (keys, head dim) into the online softmax of queries
+        `q`: the running maximum `m_i`, normaliser `l_i` and output `acc` after it, base-2 logits, the keys outside
+        `keep` (queries, keys) hidden."""
+        scores = (tl.dot(q, k) * scale_log2).to(tl.float32)  # base-2 logits; a compiled caller passes a float64 scale
+        scores = tl.where(keep, scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a query that has seen no key yet
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(scores - m_safe[:, None])
+        return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
     @triton.jit
     def attend_keys(q, keys, values, stride_kt, stride_vt, k_count, last_key, scale_log2,
                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
@@ -69,19 +86,34 @@ if triton is not None:
             n = n0 + tl.arange(0, BLOCK_N)
             in_range = n < k_count
             k = tl.load(keys + n[None, :].to(tl.int64) * stride_kt + d[:, None], mask=in_range[None, :], other=0.0)
-            scores = (tl.dot(q, k) * scale_log2).to(tl.float32)  # base-2 logits; a compiled caller passes a float64 scale
             keep = in_range[None, :]
             if CAUSAL:
                 keep = keep & (n[None, :] <= last_key[:, None])
-            scores = tl.where(keep, scores, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(scores, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a query that has seen no key yet
-            alpha = tl.exp2(m_i - m_safe)
-            p = tl.exp2(scores - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
             v = tl.load(values + n[:, None].to(tl.int64) * stride_vt + d[None, :], mask=in_range[:, None], other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+            m_i, l_i, acc = softmax_block(q, k, v, keep, m_i, l_i, acc, scale_log2)
+        return softmax_result(m_i, l_i, acc)
+
+    @triton.jit
+    def attend_described_keys(q, key_table, value_table, k_start, k_count, column, scale_log2,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+        """`attend_keys` without a mask, its keys and values rows `k_start` to `k_start + k_count` of the tensor
+        descriptors `key_table`/`value_table` ((tokens, kv heads x head dim) in blocks of (BLOCK_N, HEAD_DIM)), the
+        key/value head's entries from `column`. The copy engine (TMA) loads each block, so the program computes no
+        per-element addresses; rows past `k_count` are loaded (another chunk's, or zeros past the table) and hidden."""
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        for n0 in range(0, k_count, BLOCK_N):
+            keep = (n0 + tl.arange(0, BLOCK_N) < k_count)[None, :]
+            k = key_table.load([k_start + n0, column])
+            v = value_table.load([k_start + n0, column])
+            m_i, l_i, acc = softmax_block(q, tl.trans(k), v, keep, m_i, l_i, acc, scale_log2)
+        return softmax_result(m_i, l_i, acc)
+
+    @triton.jit
+    def softmax_result(m_i, l_i, acc):
+        """The online softmax's output normalised over its keys and its base-2 log-sum-exp (-inf, with a zero output,
+        for a query that saw no key)."""
         seen = l_i > 0
         l_safe = tl.where(seen, l_i, 1.0)
         return acc / l_safe[:, None], tl.where(seen, m_i + tl.log2(l_safe), float("-inf"))
@@ -117,6 +149,16 @@ if triton is not None:
 
     _KERNEL = triton.jit(_varlen_attention_kernel)
     _INTERPRETING = not isinstance(_KERNEL, triton.JITFunction)  # triton.jit gave the interpreter's function
+
+
+def tma_runs(device: torch.device) -> bool:
+    """Whether the kernels can load tiles through tensor descriptors on `device`: a GPU with the tensor memory
+    accelerator (compute capability 9.0 or later), or Triton's interpreter on the CPU. Asked outside compiled code."""
+    if triton is None or TensorDescriptor is None:
+        return False
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device) >= (9, 0)
+    return _INTERPRETING
 
 
 def query_block(queries: int) -> int:
