@@ -60,6 +60,12 @@ if triton is not None:
     # Device functions, inlined into the kernels that call them. Each is defined under the name they call it by:
     # torch.compile re-emits a kernel's source with the `def` of each device function it calls.
     @triton.jit
+    def softmax_start(BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+        """The online softmax before any key: running maximum -inf, normaliser and output zero."""
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        return m_i, tl.zeros([BLOCK_M], tl.float32), tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+
+    @triton.jit
     def softmax_block(q, k, v, keep, m_i, l_i, acc, scale_log2):
         """One block of keys `k` (head dim, keys) and values `v` (keys, head dim) into the online softmax of queries
         `q`: the running maximum `m_i`, normaliser `l_i` and output `acc` after it, base-2 logits, the keys outside
@@ -79,9 +85,7 @@ if triton is not None:
         `stride_kt` apart): the online softmax's output normalised over them and its base-2 log-sum-exp (-inf, with
         a zero output, for a query that sees no key). `CAUSAL` hides the keys past `last_key` (BLOCK_M,)."""
         d = tl.arange(0, HEAD_DIM)
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        m_i, l_i, acc = softmax_start(BLOCK_M, HEAD_DIM)
         for n0 in range(0, k_count, BLOCK_N):
             n = n0 + tl.arange(0, BLOCK_N)
             in_range = n < k_count
@@ -100,9 +104,7 @@ if triton is not None:
         descriptors `key_table`/`value_table` ((tokens, kv heads x head dim) in blocks of (BLOCK_N, HEAD_DIM)), the
         key/value head's entries from `column`. The copy engine (TMA) loads each block, so the program computes no
         per-element addresses; rows past `k_count` are loaded (another chunk's, or zeros past the table) and hidden."""
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        m_i, l_i, acc = softmax_start(BLOCK_M, HEAD_DIM)
         for n0 in range(0, k_count, BLOCK_N):
             keep = (n0 + tl.arange(0, BLOCK_N) < k_count)[None, :]
             k = key_table.load([k_start + n0, column])
