@@ -7,7 +7,8 @@ layer, each a few microseconds, for a read of the prompt's keys that the GPU's b
 candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer
 (one, see 2.):
 
-1. `_partials_kernel`, program (query block, unit, key/value head). A unit is a prefix chunk or a row's suffix.
+1. `_partials_kernel`, one program per query tile of a unit and key/value head (`partials_grid`: the chunks' tiles,
+   then the suffixes'). A unit is a prefix chunk or a row's suffix.
    For a chunk, the queries of the chunk's prompt that use that key/value head (its K candidates x the group, read
    in place from the step's query tensor) attend the chunk's packed prefix keys (`PrefixChunks`); for a suffix, the
    row's queries attend its own written columns (`WrittenSuffix`, causal to the written end). Each writes its
@@ -18,7 +19,7 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    128 suffix columns written: 0.906 against 0.952 ms per step, and 1.323 against 1.642 at 40 candidates). The
    128-row tiles had each chunk's program read a few rows' suffixes after its chunk, since their 16 x 8 chunk
    programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
-2. `_merge_kernel`, program (query block of at most `MERGE_ROWS`, row, key/value head): the row's suffix part and its
+2. `_merge_kernel`, program (query block of `merge_rows`, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
    Where each prompt has one candidate whose queries per key/value head fill at most one merge tile of 16 (a
    one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every
