@@ -66,6 +66,10 @@ LAUNCH_BY_CANDIDATES = True  # False: 64 keys and 4 warps for all (bench/generat
 # the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32, 64 or 128
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
 MERGE_ROWS = 16
+# warps of a merge kernel's program. H100, 36 layers alone, 20 candidates of a 6,000-token prompt: 0.797-0.802 ms per
+# step with 1 warp and 4-row tiles, 0.861-0.872 with 4 warps, 0.891 with 4 warps and the 16-row tiles before; the
+# partials kernel alone 0.672. A 16-row tile on 1 warp took 1.345
+MERGE_WARPS = 1
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
 FUSED_MERGE_ENABLED = True  # False: the merge kernel for one candidate too (bench/generation.py's +merge_kernel)
 PREFIX_DESCRIPTORS = True  # False: the prefix chunks read by pointers where TMA runs too (bench/generation.py's +pointer_prefix)
@@ -233,7 +237,7 @@ def chunk_tiles(queries: int, largest: int = LARGEST_CHUNK_TILE) -> tuple[int, i
 def merge_rows(group: int) -> int:
     """The merge's query rows per program for a row's `group` queries per key/value head: the power of two that holds
     them, at most `MERGE_ROWS`. The merge multiplies no tiles, so a one-token step's 4 query heads take 4 rows, not the
-    16 a product's tile would need: its unrolled loads over the chunks then fit in registers all at once."""
+    16 a product's tile would need, and its program one warp (`MERGE_WARPS`; timings there)."""
     return min(triton.next_power_of_2(group), MERGE_ROWS)
 
 
@@ -328,6 +332,6 @@ def split_triton_attention(
     if not fused_merge:
         _MERGE[(-(-group // merge_block), rows, kv_heads)](
             part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
-            BLOCK_M=merge_block, **merge_constants, num_warps=4,
+            BLOCK_M=merge_block, **merge_constants, num_warps=MERGE_WARPS,
         )
     return output
