@@ -106,6 +106,13 @@ def test_twenty_candidates_of_four_query_heads_compute_sixty_four_and_sixteen_ro
     assert LARGEST_CHUNK_TILE == 64 and chunk_tiles(20 * 4) == (64, 1, 16)
 
 
+@pytest.mark.parametrize("group,launch", [(1, (1, 1)), (4, (4, 1)), (8, (8, 4)), (20, (16, 4)), (160, (16, 4))])
+def test_a_rows_query_heads_merge_in_a_tile_of_their_own_on_one_warp_while_it_is_small(group, launch):
+    """A one-token step's 4 query heads merge in 4 rows on one warp; wider groups (jump steps) in 8 or 16 rows on
+    four (`merge_launch`; the timings behind the rule are at SMALL_MERGE_ROWS)."""
+    assert triton_split.merge_launch(group) == launch
+
+
 @needs_interpreter
 def test_queries_beyond_one_tile_are_split_into_blocks():
     """A prompt's 20 rows x 2 heads x 4 jump positions (160 queries) take two full query tiles of the prefix kernel

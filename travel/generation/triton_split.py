@@ -19,7 +19,7 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    128 suffix columns written: 0.906 against 0.952 ms per step, and 1.323 against 1.642 at 40 candidates). The
    128-row tiles had each chunk's program read a few rows' suffixes after its chunk, since their 16 x 8 chunk
    programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
-2. `_merge_kernel`, program (query block of `merge_rows`, row, key/value head): the row's suffix part and its
+2. `_merge_kernel`, program (query block of `merge_launch`'s rows, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
    Where each prompt has one candidate whose queries per key/value head fill at most one merge tile of 16 (a
    one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every
@@ -66,10 +66,12 @@ LAUNCH_BY_CANDIDATES = True  # False: 64 keys and 4 warps for all (bench/generat
 # the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32, 64 or 128
 # rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
 MERGE_ROWS = 16
-# warps of a merge kernel's program. H100, 36 layers alone, 20 candidates of a 6,000-token prompt: 0.797-0.802 ms per
-# step with 1 warp and 4-row tiles, 0.861-0.872 with 4 warps, 0.891 with 4 warps and the 16-row tiles before; the
-# partials kernel alone 0.672. A 16-row tile on 1 warp took 1.345
-MERGE_WARPS = 1
+# a merge kernel's program: one warp for a tile of up to SMALL_MERGE_ROWS rows, else MERGE_WARPS. H100, 36 layers
+# alone, 20 candidates of a 6,000-token prompt: 0.797-0.802 ms per step with 4-row tiles on 1 warp, 0.861-0.872 on
+# 4 warps, 0.891 with the 16-row tiles on 4 warps before and 1.345 with them on 1 warp (8 rows on 2 warps: 0.895);
+# the partials kernel alone 0.672
+SMALL_MERGE_ROWS = 4
+MERGE_WARPS = 4
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
 FUSED_MERGE_ENABLED = True  # False: the merge kernel for one candidate too (bench/generation.py's +merge_kernel)
 PREFIX_DESCRIPTORS = True  # False: the prefix chunks read by pointers where TMA runs too (bench/generation.py's +pointer_prefix)
@@ -234,11 +236,12 @@ def chunk_tiles(queries: int, largest: int = LARGEST_CHUNK_TILE) -> tuple[int, i
     return largest, queries // largest, query_block(rest) if rest else 0
 
 
-def merge_rows(group: int) -> int:
-    """The merge's query rows per program for a row's `group` queries per key/value head: the power of two that holds
-    them, at most `MERGE_ROWS`. The merge multiplies no tiles, so a one-token step's 4 query heads take 4 rows, not the
-    16 a product's tile would need, and its program one warp (`MERGE_WARPS`; timings there)."""
-    return min(triton.next_power_of_2(group), MERGE_ROWS)
+def merge_launch(group: int) -> tuple[int, int]:
+    """The merge's (query rows, warps) per program for a row's `group` queries per key/value head: the power of two
+    that holds them, at most `MERGE_ROWS`, on one warp up to `SMALL_MERGE_ROWS` rows (timings there). The merge
+    multiplies no tiles, so a one-token step's 4 query heads take 4 rows, not the 16 a product's tile would need."""
+    rows = min(triton.next_power_of_2(group), MERGE_ROWS)
+    return rows, 1 if rows <= SMALL_MERGE_ROWS else MERGE_WARPS
 
 
 def partials_grid(chunk_count: int, rows: int, kv_heads: int, chunk_tiles: int, suffix_tiles: int) -> int:
@@ -305,7 +308,7 @@ def split_triton_attention(
     block, full_blocks, tail = chunk_tiles(queries)
     block_keys, warps = partials_launch(chunks.prompts, repeats, block)
     suffix_block = min(query_block(group), block)
-    merge_block = merge_rows(group)
+    merge_block, merge_warps = merge_launch(group)
     fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= MERGE_ROWS  # one candidate, one merge tile
     if fused_merge and chunks.counters.numel() != rows * kv_heads:
         raise ValueError(f"prefix_attention='split_triton': {chunks.counters.numel()} merge counters for {rows} prompt(s) "
@@ -332,6 +335,6 @@ def split_triton_attention(
     if not fused_merge:
         _MERGE[(-(-group // merge_block), rows, kv_heads)](
             part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
-            BLOCK_M=merge_block, **merge_constants, num_warps=MERGE_WARPS,
+            BLOCK_M=merge_block, **merge_constants, num_warps=merge_warps,
         )
     return output
