@@ -129,14 +129,13 @@ if triton is not None:
         scale_log2, chunk_count, repeats, full_blocks, kv_heads,
         GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, SUFFIX_M: tl.constexpr,
         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr,
-        MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr, DESCRIBED: tl.constexpr,
+        SUFFIX_TILES: tl.constexpr, MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr, DESCRIBED: tl.constexpr,
     ):
         """One program per chunk tile (tile, chunk, key/value head), then one per suffix tile (tile, key/value head,
         row): a flat grid of the programs that have work (see `partials_grid`)."""
         program = tl.program_id(0)
         tiles = full_blocks + (TAIL_M > 0)
         chunk_programs = tiles * chunk_count * kv_heads
-        suffix_tiles = (GROUP + SUFFIX_M - 1) // SUFFIX_M
         d = tl.arange(0, HEAD_DIM)
         if program < chunk_programs:  # a prefix chunk: a full query tile, or the tail tile after them
             block = program % tiles
@@ -157,9 +156,9 @@ if triton is not None:
             # m // POSITIONS at new position m % POSITIONS, which sees the row's written columns up to its own
             # (causal, aligned to the written end)
             suffix = program - chunk_programs
-            block = suffix % suffix_tiles
-            kv_head = (suffix // suffix_tiles) % kv_heads
-            row = suffix // (suffix_tiles * kv_heads)
+            block = suffix % SUFFIX_TILES
+            kv_head = (suffix // SUFFIX_TILES) % kv_heads
+            row = suffix // (SUFFIX_TILES * kv_heads)
             m = block * SUFFIX_M + tl.arange(0, SUFFIX_M)
             _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, row.to(tl.int64), kv_head, m, m < GROUP, d,
                          stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
@@ -169,7 +168,7 @@ if triton is not None:
             counter = COUNTS + row * kv_heads + kv_head
             tl.debug_barrier()  # every thread's part is stored before the counter says so
             finished = tl.atomic_add(counter, 1, sem="acq_rel")  # the row's programs done before this one
-            if finished == tiles * PER_PROMPT + suffix_tiles - 1:  # every tile of its chunks and of its suffix
+            if finished == tiles * PER_PROMPT + SUFFIX_TILES - 1:  # every tile of its chunks and of its suffix
                 _merge_rows(PART, PART_LSE, SPART, SPART_LSE, OUT, row.to(tl.int64), kv_head, tl.arange(0, MERGE_M), 1,
                             stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg,
                             stride_tr, stride_th, stride_or, stride_oh, stride_og, GROUP, PER_PROMPT, BLOCK_C, HEAD_DIM)
@@ -308,6 +307,7 @@ def split_triton_attention(
     block, full_blocks, tail = chunk_tiles(queries)
     block_keys, warps = partials_launch(chunks.prompts, repeats, block)
     suffix_block = min(query_block(group), block)
+    suffix_tiles = -(-group // suffix_block)
     merge_block, merge_warps = merge_launch(group)
     fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= MERGE_ROWS  # one candidate, one merge tile
     if fused_merge and chunks.counters.numel() != rows * kv_heads:
@@ -321,14 +321,14 @@ def split_triton_attention(
         key_table, value_table = prefix_keys, prefix_values  # (unread)
     merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
                        "HEAD_DIM": head_dim}
-    _PARTIALS[(partials_grid(chunk_count, rows, kv_heads, full_blocks + (tail > 0), -(-group // suffix_block)),)](
+    _PARTIALS[(partials_grid(chunk_count, rows, kv_heads, full_blocks + (tail > 0), suffix_tiles),)](
         per_row, prefix_keys, prefix_values, key_table, value_table, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
         output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],  # (counters unread unfused)
         scale / LN2, chunk_count, repeats, full_blocks, kv_heads,
-        POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=suffix_block,
+        POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=suffix_block, SUFFIX_TILES=suffix_tiles,
         BLOCK_N=block_keys, MERGE_M=merge_block, FUSED_MERGE=fused_merge, DESCRIBED=described, **merge_constants,
         num_warps=warps, num_stages=STAGES,
     )
