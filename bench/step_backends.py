@@ -14,9 +14,7 @@ travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled p
 FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION), `+uniform_launch` (split_triton's
 partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch) and
 `+pointer_prefix` (split_triton's prefix chunks loaded by pointers where tensor descriptors run too,
-triton_split.PREFIX_DESCRIPTORS) and
-`+sort_nucleus` (top-p's threshold by a sort of the vocabulary instead of travel/generation/triton_nucleus.py's
-radix search).
+triton_split.PREFIX_DESCRIPTORS).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from travel.generation import static_step, triton_nucleus, triton_prefill, triton_rotary, triton_split
+from travel.generation import static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
 SWITCHES = {
@@ -36,7 +34,6 @@ SWITCHES = {
     "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION"),
     "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES"),
     "pointer_prefix": (triton_split, "PREFIX_DESCRIPTORS"),
-    "sort_nucleus": (triton_nucleus, "ENABLED"),
 }
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
@@ -115,7 +112,6 @@ class StepBackend:
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
         label += ", attention partials launched alike for any candidates" if "uniform_launch" in self.options else ""
         label += ", prefix chunks loaded by pointers" if "pointer_prefix" in self.options else ""
-        label += ", top-p by a sort" if "sort_nucleus" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import StructuredDecoder, static_step, triton_nucleus, triton_prefill, triton_rotary, triton_split
+from travel.generation import StructuredDecoder, static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS
 
 
@@ -83,18 +83,13 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     with pointers.kernels_switched():
         assert not triton_split.PREFIX_DESCRIPTORS and triton_split.LAUNCH_BY_CANDIDATES
     assert triton_split.PREFIX_DESCRIPTORS
-    sort = StepBackend.parse("static+sort_nucleus")
-    assert sort.label().endswith("top-p by a sort")
-    with sort.kernels_switched():
-        assert not triton_nucleus.ENABLED
-    assert triton_nucleus.ENABLED
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, +" + ", +".join(PREFIX_KERNELS)),
+                            "+merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import torch
 
-from travel.generation.triton_nucleus import nucleus_threshold, nucleus_threshold_runs
-
 
 def masked_logits(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(~legal, float("-inf"))
@@ -60,28 +58,16 @@ def blocked_cumsum(x: torch.Tensor, block: int = SCAN_BLOCK) -> torch.Tensor:
     return (blocks + before[..., None]).flatten(-2)[..., :width]
 
 
-def top_p_threshold(scores: torch.Tensor, top_p: float) -> torch.Tensor:
-    """(rows,) each row's lowest score that top-p keeps: the scores in descending order, the last whose higher
-    scores hold less than `top_p` of the row's probability (so the highest always, and every score equal to the
-    last). By a sort and a cumulative sum; `triton_nucleus.nucleus_threshold` finds it without a sort on a GPU."""
-    sorted_scores = torch.sort(scores, dim=-1, descending=True).values
-    probabilities = sorted_scores.softmax(dim=-1)
-    above = blocked_cumsum(probabilities) - probabilities
-    last = (above < top_p).sum(dim=-1, keepdim=True).clamp(min=1) - 1
-    return sorted_scores.gather(-1, last).squeeze(-1)
-
-
 def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Set to -inf every token outside the nucleus: the tokens whose higher-scored tokens hold less than `top_p`
-    of the probability. That is the smallest set of most likely tokens that reaches `top_p`, with every token tied
-    with its least likely member; the most likely token is always kept."""
+    """Set to -inf every token outside the nucleus (the most likely one is always kept)."""
     if top_p >= 1.0:
         return scores
-    if nucleus_threshold_runs(scores):
-        threshold = nucleus_threshold(scores.contiguous(), top_p)
-    else:
-        threshold = top_p_threshold(scores, top_p)
-    return scores.masked_fill(scores < threshold[:, None], float("-inf"))
+    sorted_scores, order = torch.sort(scores, dim=-1, descending=False)
+    cumulative = blocked_cumsum(sorted_scores.softmax(dim=-1))
+    remove_sorted = cumulative <= (1.0 - top_p)
+    remove_sorted[..., -1] = False
+    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    return scores.masked_fill(remove, float("-inf"))
 
 
 def _signed(value: int) -> int:
