@@ -248,9 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS "
         "(hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto); '+torch_rotary', "
-        "'+merge_kernel', '+torch_prefill', '+flash_prompt', '+uniform_launch' and '+pointer_prefix' switch the rotary "
-        "kernel, the one-launch attention merge, the prefill's elementwise kernels, its cuDNN attention, the attention's "
-        "launch settings by candidate count and its prefix loads by tensor descriptors off, for an A/B in one process "
+        "'+torch_prefill', '+flash_prompt', '+uniform_launch' and '+pointer_prefix' switch the rotary "
+        "kernel, the prefill's elementwise kernels, its cuDNN attention, the attention's "
+        "launch settings by candidate count and its prefix loads by tensor descriptors off, and '+fused_merge' "
+        "switches one candidate's attention merge in the partials launch on, for an A/B in one process "
         "(bench/step_backends.py)",
     )
     parser.add_argument(
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = [name.strip() for name in args.step_backends.split(",") if name.strip()]
     for spec in specs:
         step = StepBackend.parse(spec)
-        with step.kernels_switched():  # the switches: +torch_rotary, +merge_kernel, ...
+        with step.kernels_switched():  # the switches: +torch_rotary, +fused_merge, ...
             decoder = StructuredDecoder(
                 loaded.model,
                 tokenizer,

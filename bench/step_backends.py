@@ -5,10 +5,10 @@ prompt cache's layout (`repeated`: once per candidate, `shared`: once, even for 
 choice), the compute dtype (e.g. bfloat16), the decode weights (`copy`, `fused` or `folded`), then options: `+jump` (forced
 runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the compiled prefill), `+cublas` (the
 fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas), a prefix kernel by name (`+joint_softmax`,
-`+split_triton`, ...; the last one named wins), and switches that turn kernels off for the item's runs, so one
+`+split_triton`, ...; the last one named wins), and switches that turn kernels off (one on) for the item's runs, so one
 process times a step with and without them: `+torch_rotary` (the fused layers' q/k norms, rotary embedding and cache
-writes by the model's operations instead of travel/generation/triton_rotary.py), `+merge_kernel` (split_triton's
-merge kernel for one candidate too, instead of the merge in its first launch), `+torch_prefill` (an uncompiled
+writes by the model's operations instead of travel/generation/triton_rotary.py), `+fused_merge` (split_triton's
+merge for one candidate in its first launch, instead of the merge kernel), `+torch_prefill` (an uncompiled
 prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
 travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled prefill's attention by
 FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION), `+uniform_launch` (split_triton's
@@ -27,13 +27,13 @@ from typing import Any
 from travel.generation import static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
-SWITCHES = {
-    "torch_rotary": (triton_rotary, "ENABLED"),
-    "merge_kernel": (triton_split, "FUSED_MERGE_ENABLED"),
-    "torch_prefill": (triton_prefill, "ENABLED"),
-    "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION"),
-    "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES"),
-    "pointer_prefix": (triton_split, "PREFIX_DESCRIPTORS"),
+SWITCHES = {  # option -> (module, flag, the flag's value inside the option's block)
+    "torch_rotary": (triton_rotary, "ENABLED", False),
+    "fused_merge": (triton_split, "FUSED_MERGE_ENABLED", True),
+    "torch_prefill": (triton_prefill, "ENABLED", False),
+    "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION", False),
+    "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES", False),
+    "pointer_prefix": (triton_split, "PREFIX_DESCRIPTORS", False),
 }
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
@@ -86,15 +86,17 @@ class StepBackend:
 
     @contextlib.contextmanager
     def kernels_switched(self) -> Iterator[None]:
-        """Inside the block the kernels the item switches off (`SWITCHES`) are off; each switch is restored after."""
-        saved = {option: getattr(*SWITCHES[option]) for option in SWITCHES}
+        """Inside the block each switch the item names (`SWITCHES`) has its flag set; each flag is restored after."""
+        saved = {option: getattr(module, flag) for option, (module, flag, _) in SWITCHES.items()}
         try:
             for option in self.options & set(SWITCHES):
-                setattr(*SWITCHES[option], False)
+                module, flag, inside = SWITCHES[option]
+                setattr(module, flag, inside)
             yield
         finally:
             for option, value in saved.items():
-                setattr(*SWITCHES[option], value)
+                module, flag, _ = SWITCHES[option]
+                setattr(module, flag, value)
 
     def label(self) -> str:
         label = self.backend if not self.layout else f"{self.backend}, prompt {self.layout}"
@@ -107,7 +109,7 @@ class StepBackend:
         label += ", compiled forward" if "compile" in self.options else ""
         label += ", compiled prefill" if "prefill" in self.options else ""
         label += ", q/k norms and rotary by torch" if "torch_rotary" in self.options else ""
-        label += ", attention merged by its own kernel" if "merge_kernel" in self.options else ""
+        label += ", attention merged in its partials launch" if "fused_merge" in self.options else ""
         label += ", prefill's elementwise operations by torch" if "torch_prefill" in self.options else ""
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
         label += ", attention partials launched alike for any candidates" if "uniform_launch" in self.options else ""

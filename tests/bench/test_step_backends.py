@@ -46,18 +46,18 @@ def test_a_bare_backend_keeps_the_decoders_defaults():
     )
 
 
-def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
-    step = StepBackend.parse("cuda_graph:shared::folded+compile+torch_rotary+merge_kernel")
+def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
+    step = StepBackend.parse("cuda_graph:shared::folded+compile+torch_rotary+fused_merge")
     assert step.decoder_settings() == StepBackend.parse("cuda_graph:shared::folded+compile").decoder_settings()
-    assert step.label().endswith("compiled forward, q/k norms and rotary by torch, attention merged by its own kernel")
-    assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
+    assert step.label().endswith("compiled forward, q/k norms and rotary by torch, attention merged in its partials launch")
+    assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
     with pytest.raises(RuntimeError, match="inside"):
         with step.kernels_switched():
-            assert not triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
+            assert not triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
             raise RuntimeError("inside")
-    assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED  # restored, after an error too
-    with StepBackend.parse("static+merge_kernel").kernels_switched():
-        assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
+    assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED  # restored, after an error too
+    with StepBackend.parse("static+fused_merge").kernels_switched():
+        assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
     prefill = StepBackend.parse("static+torch_prefill")
     assert prefill.label().endswith("prefill's elementwise operations by torch")
     with prefill.kernels_switched():
@@ -89,7 +89,7 @@ def test_a_switch_turns_its_kernel_off_inside_the_block_alone():
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+merge_kernel, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +" + ", +".join(PREFIX_KERNELS)),
+                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +" + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

@@ -77,7 +77,7 @@ def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts
 def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, enabled, monkeypatch):
     """Several candidates would have the last program merge their rows one after another (slower on a GPU: the
     module's docstring), and the group of a jump step of more than 4 positions (4 heads x 5 here) takes more than one
-    merge tile; `FUSED_MERGE_ENABLED = False` (the benchmarks' A/B) runs the merge kernel for one candidate as well."""
+    merge tile; `FUSED_MERGE_ENABLED = False` (the default) runs the merge kernel for one candidate as well."""
     monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", enabled)
     launches = []
     merge = triton_split._MERGE
@@ -181,7 +181,8 @@ def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
 
 
 @needs_interpreter
-def test_merge_counters_of_another_shape_are_refused():
+def test_merge_counters_of_another_shape_are_refused(monkeypatch):
+    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", True)  # the counters are read where the partials merge
     inputs, written = written_inputs(1, 1, 4, 1)
     packed = packed_arguments(inputs, written, 2)
     chunks = dataclasses.replace(packed[3], counters=torch.zeros(3, dtype=torch.int32))
@@ -190,9 +191,12 @@ def test_merge_counters_of_another_shape_are_refused():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernels need CUDA")
-@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(1, 20, 4, 1), (1, 1, 4, 1), (2, 4, 4, 8), (10, 4, 4, 1)],
-                         ids=["k20", "k1", "jump", "magrpo"])
-def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, per_kv, positions):
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions,fused", [(1, 20, 4, 1, False), (1, 1, 4, 1, False),
+                                                                     (1, 1, 4, 1, True), (2, 4, 4, 8, False),
+                                                                     (10, 4, 4, 1, False)],
+                         ids=["k20", "k1", "k1-fused-merge", "jump", "magrpo"])
+def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, per_kv, positions, fused, monkeypatch):
+    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", fused)
     inputs, written = written_inputs(prompts, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256,
                                      width=3000, dim=128)
     expected = concatenated(*inputs)
@@ -201,7 +205,7 @@ def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, 
     triton_error = (got.double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert triton_error <= max(2 * joint_error, 1e-2)
-    # the next layer's call: the one-launch merge (k1) left its counters zeroed and merges the same output again
+    # the next layer's call: the one-launch merge (k1-fused-merge) left its counters zeroed and merges the same output again
     assert torch.equal(split_triton_attention(*arguments), got) and not arguments[3].counters.any()
     attention = torch.ones((prompts, 3000), dtype=torch.long, device="cuda")
     processors = torch.cuda.get_device_properties(0).multi_processor_count

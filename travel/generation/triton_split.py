@@ -1,5 +1,5 @@
 """The shared-prefix decode attention in two Triton kernels: partial results by chunk and by suffix, then one merge
-(for one candidate per prompt, in the first kernel's launch).
+(for one candidate per prompt, optionally in the first kernel's launch).
 
 `chunked_triton` reads a step's attention with two variable-length calls and merges their parts in torch: it copies
 every chunk's queries out first, and the merges are elementwise kernels of their own, around ten small kernels per
@@ -21,14 +21,16 @@ candidates of a 6,000-token prompt. `split_triton_attention` computes the same a
    programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
 2. `_merge_kernel`, program (query block of `merge_launch`'s rows, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
-   Where each prompt has one candidate whose queries per key/value head fill at most one merge tile of 16 (a
-   one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel merges instead: every
-   program counts itself done in its prompt and key/value head's counter (`PrefixChunks.counters`), and the last
-   one, which sees the others' parts, merges the row and zeroes the counter, as the split-K matmul sums its slices
-   (travel/generation/skinny_matmul.py). A layer is then one launch, where the merge kernel of so few queries is
-   mostly its launch and its wait on the partials: on an H100, 36 layers alone, one candidate of a 6,000-token prompt
-   took 0.620 against 0.637 ms per step. With several candidates the last program merges their rows one after
-   another: 10 prompts x 4 candidates took 5.03 against 4.84 ms, so they keep the merge kernel.
+   With `FUSED_MERGE_ENABLED`, where each prompt has one candidate whose queries per key/value head fill at most
+   one merge tile of 16 (a one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel
+   merges instead: every program counts itself done in its prompt and key/value head's counter
+   (`PrefixChunks.counters`), and the last one, which sees the others' parts, merges the row and zeroes the
+   counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is then one launch.
+   On an H100, 36 layers alone, one candidate of a 6,000-token prompt took 0.620 against 0.637 ms per step with the
+   merge kernel of that time; since a row's 4 query heads merge in a tile of their own on one warp
+   (`merge_launch`), the merge kernel takes 0.558 against 0.590, and the decode step 4.18 against 4.22 ms, so it
+   is off by default. With several candidates the last program would merge their rows one after another: 10
+   prompts x 4 candidates took 5.03 against 4.84 ms, so they keep the merge kernel either way.
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
@@ -73,7 +75,7 @@ MERGE_ROWS = 16
 SMALL_MERGE_ROWS = 4
 MERGE_WARPS = 4
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
-FUSED_MERGE_ENABLED = True  # False: the merge kernel for one candidate too (bench/generation.py's +merge_kernel)
+FUSED_MERGE_ENABLED = False  # True: one candidate merged in the partials launch (bench/generation.py's +fused_merge)
 PREFIX_DESCRIPTORS = True  # False: the prefix chunks read by pointers where TMA runs too (bench/generation.py's +pointer_prefix)
 
 if triton is not None:
