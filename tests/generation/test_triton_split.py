@@ -73,7 +73,7 @@ def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts
 
 @needs_interpreter
 @pytest.mark.parametrize("repeats,per_kv,positions,enabled", [(4, 4, 1, True), (1, 4, 5, True), (1, 4, 1, False)],
-                         ids=["four-candidates", "jump", "switched-off"])
+                         ids=["four-candidates", "jump", "one-candidate-by-default"])
 def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, enabled, monkeypatch):
     """Several candidates would have the last program merge their rows one after another (slower on a GPU: the
     module's docstring), and the group of a jump step of more than 4 positions (4 heads x 5 here) takes more than one
