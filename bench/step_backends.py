@@ -87,15 +87,14 @@ class StepBackend:
     @contextlib.contextmanager
     def kernels_switched(self) -> Iterator[None]:
         """Inside the block each switch the item names (`SWITCHES`) has its flag set; each flag is restored after."""
-        saved = {option: getattr(module, flag) for option, (module, flag, _) in SWITCHES.items()}
+        saved = [(module, flag, getattr(module, flag)) for module, flag, _ in SWITCHES.values()]
         try:
             for option in self.options & set(SWITCHES):
                 module, flag, inside = SWITCHES[option]
                 setattr(module, flag, inside)
             yield
         finally:
-            for option, value in saved.items():
-                module, flag, _ = SWITCHES[option]
+            for module, flag, value in saved:
                 setattr(module, flag, value)
 
     def label(self) -> str:
