@@ -12,9 +12,10 @@ merge for one candidate in its first launch, instead of the merge kernel), `+tor
 prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
 travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled prefill's attention by
 FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION), `+uniform_launch` (split_triton's
-partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch) and
+partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch),
 `+pointer_prefix` (split_triton's prefix chunks loaded by pointers where tensor descriptors run too,
-triton_split.PREFIX_DESCRIPTORS).
+triton_split.PREFIX_DESCRIPTORS) and `+sort_nucleus` (top-p's nucleus by a sort of the scores where the logits are
+16-bit floats too, instead of by their counts, sampling.COUNTED_NUCLEUS).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from travel.generation import static_step, triton_prefill, triton_rotary, triton_split
+from travel.generation import sampling, static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
 SWITCHES = {  # option -> (module, flag, the flag's value inside the option's block)
@@ -34,6 +35,7 @@ SWITCHES = {  # option -> (module, flag, the flag's value inside the option's bl
     "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION", False),
     "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES", False),
     "pointer_prefix": (triton_split, "PREFIX_DESCRIPTORS", False),
+    "sort_nucleus": (sampling, "COUNTED_NUCLEUS", False),
 }
 OPTIONS = ("jump", "compile", "prefill", "cublas", *SWITCHES)
 LAYOUTS = {"": "auto", "repeated": "never", "shared": "always"}  # the item's layout -> share_prompt_cache
@@ -113,6 +115,7 @@ class StepBackend:
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
         label += ", attention partials launched alike for any candidates" if "uniform_launch" in self.options else ""
         label += ", prefix chunks loaded by pointers" if "pointer_prefix" in self.options else ""
+        label += ", top-p by a sort" if "sort_nucleus" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)
             label += f", prefix by {prefix_kernel(self.kernel)}"
         return label

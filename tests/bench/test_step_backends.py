@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import StructuredDecoder, static_step, triton_prefill, triton_rotary, triton_split
+from travel.generation import StructuredDecoder, sampling, static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS
 
 
@@ -83,13 +83,19 @@ def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
     with pointers.kernels_switched():
         assert not triton_split.PREFIX_DESCRIPTORS and triton_split.LAUNCH_BY_CANDIDATES
     assert triton_split.PREFIX_DESCRIPTORS
+    sorted_nucleus = StepBackend.parse("static+sort_nucleus")
+    assert sorted_nucleus.label().endswith("top-p by a sort")
+    with sorted_nucleus.kernels_switched():
+        assert not sampling.COUNTED_NUCLEUS and triton_split.PREFIX_DESCRIPTORS
+    assert sampling.COUNTED_NUCLEUS
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +" + ", +".join(PREFIX_KERNELS)),
+                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, +"
+                            + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],
 )

@@ -12,7 +12,7 @@ import torch
 from tests.fixtures import fixture_row
 from tests.generation.conftest import short_request
 from travel.agents.models import build_tiny_random
-from travel.generation import StructuredDecoder, role_request
+from travel.generation import StructuredDecoder, role_request, sampling
 from travel.generation.decode_loop import COMPILED_ADVANCE, COMPILED_SELECT, decode_loop
 from travel.generation.value_trie import checked_slot_values
 
@@ -23,11 +23,14 @@ def tiny():
 
 
 class FixedLogits:
-    """A stand-in forward: one of a few fixed (rows, vocab) logit tensors, picked by the tokens written so far."""
+    """A stand-in forward: one of a few fixed (rows, vocab) logit tensors, picked by the tokens written so far;
+    `half`: bfloat16 values, as a bfloat16 model's output head writes them."""
 
-    def __init__(self, rows: int, vocab: int, seed: int = 0):
+    def __init__(self, rows: int, vocab: int, seed: int = 0, half: bool = False):
         generator = torch.Generator().manual_seed(seed)
         self.pool = [3 * torch.randn(rows, vocab, generator=generator) for _ in range(5)]
+        if half:
+            self.pool = [logits.to(torch.bfloat16).float() for logits in self.pool]
 
     def one_token(self, token: torch.Tensor, step: int) -> torch.Tensor:
         return self.pool[step % len(self.pool)]
@@ -36,11 +39,11 @@ class FixedLogits:
         return self.pool[int(before.sum() + counts.sum()) % len(self.pool)]
 
 
-def run_loop(decoder, requests, k: int, draw: str, compiled: bool, jump: bool = False):
+def run_loop(decoder, requests, k: int, draw: str, compiled: bool, jump: bool = False, half: bool = False):
     plans = [decoder.plan(request.agent_id, request.days) for request in requests]
     slot_values = checked_slot_values(requests, plans) if decoder.values == "catalog" else None
     rows = len(plans) * k
-    forward = FixedLogits(rows, decoder.model.config.vocab_size)
+    forward = FixedLogits(rows, decoder.model.config.vocab_size, half=half)
     generator = torch.Generator().manual_seed(7) if draw == "generator" else None
     row_seeds = torch.arange(rows) * 3 + 1 if draw == "seeds" else None
     tokens, masks, lengths, logprobs, steps = decode_loop(
@@ -50,9 +53,9 @@ def run_loop(decoder, requests, k: int, draw: str, compiled: bool, jump: bool = 
     return tokens, masks, lengths, logprobs, steps
 
 
-def assert_same_decode(decoder, requests, k, draw, jump=False):
-    plain = run_loop(decoder, requests, k, draw, compiled=False, jump=jump)
-    compiled = run_loop(decoder, requests, k, draw, compiled=True, jump=jump)
+def assert_same_decode(decoder, requests, k, draw, jump=False, half=False):
+    plain = run_loop(decoder, requests, k, draw, compiled=False, jump=jump, half=half)
+    compiled = run_loop(decoder, requests, k, draw, compiled=True, jump=jump, half=half)
     assert not COMPILED_SELECT.failed and not COMPILED_ADVANCE.failed  # compiled, not the plain fallback
     for name, want, got in zip(("tokens", "value masks", "lengths"), plain[:3], compiled[:3]):
         assert torch.equal(got, want), name
@@ -70,6 +73,26 @@ def test_the_compiled_loop_decodes_free_values_as_the_plain_loop(tiny, draw, jum
     tokens, *_ = assert_same_decode(decoder, requests, 3, draw, jump)
     if draw != "greedy":  # the draw is random: candidates of one request differ
         assert not torch.equal(tokens[0], tokens[1])
+
+
+@pytest.mark.parametrize("draw", ["seeds", "generator"])
+def test_logits_of_a_16_bit_head_draw_from_the_counted_nucleus_what_the_sorted_one_gives(tiny, draw, monkeypatch):
+    """bfloat16 logits: the loop finds the nucleus by counts (`sampling.half_top_p_filter`), compiled as plain,
+    and draws the tokens that the sorted nucleus gives; float32 logits sort."""
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, max_new_tokens=260, max_value_tokens=5, top_p=0.9)
+    requests = [short_request(tiny.tokenizer, agent, 2) for agent in (0, 1)]
+    counted = assert_same_decode(decoder, requests, 3, draw, half=True)
+    calls = []
+    filter_by_counts = sampling.half_top_p_filter
+    monkeypatch.setattr(sampling, "half_top_p_filter", lambda *args: calls.append(args[0].shape) or filter_by_counts(*args))
+    steps = run_loop(decoder, requests, 3, draw, False, half=True)[4]
+    assert len(calls) == steps + 1  # every iteration's draw: after the prefill and after each step
+    run_loop(decoder, requests, 3, draw, False)  # float32 logits
+    monkeypatch.setattr(sampling, "COUNTED_NUCLEUS", False)
+    by_sort = run_loop(decoder, requests, 3, draw, False, half=True)
+    assert len(calls) == steps + 1  # neither the float32 run nor the switched-off one counted
+    for name, want, got in zip(("tokens", "value masks", "lengths"), counted[:3], by_sort[:3]):
+        assert torch.equal(got, want), name
 
 
 @pytest.mark.parametrize("draw", ["greedy", "seeds"])

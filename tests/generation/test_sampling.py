@@ -10,6 +10,9 @@ from travel.generation.sampling import (
     blocked_cumsum,
     ensure_legal,
     greedy_choice,
+    half_keys,
+    nucleus_bins,
+    nucleus_scores,
     sample_choice,
     seeded_uniforms,
     token_keys,
@@ -25,6 +28,52 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert kept.tolist() == [[True, True, True, False]]
     kept = torch.isfinite(top_p_filter(probabilities.log(), 0.1))
     assert kept.tolist() == [[True, False, False, False]]  # the most likely token always stays
+
+
+def test_the_nucleus_keeps_or_drops_equal_scores_together():
+    scores = torch.tensor([[0.4, 0.2, 0.2, 0.2, 0.1]]).log()
+    bins = nucleus_bins(scores.to(torch.bfloat16).float())
+    legal = torch.ones_like(scores, dtype=torch.bool)
+    for logits, counted in ((scores, None), (scores.to(torch.bfloat16).float(), bins)):
+        # the three 0.2s have 0.4 above them: all kept at 0.5, where a sort's cumulative sum stops after one
+        kept = torch.isfinite(nucleus_scores(logits, legal, 1.0, 0.5, counted))
+        assert kept.tolist() == [[True, True, True, True, False]], counted
+        kept = torch.isfinite(nucleus_scores(logits, legal, 1.0, 0.3, counted))
+        assert kept.tolist() == [[True, False, False, False, False]], counted
+
+
+def test_half_keys_order_every_16_bit_value_and_the_bins_hold_them():
+    patterns = torch.arange(1 << 16, dtype=torch.int32)
+    for dtype in (torch.bfloat16, torch.float16):
+        values = torch.where(patterns >= 0x8000, patterns - 0x10000, patterns).to(torch.int16).view(dtype).float()
+        values = values[~values.isnan()]
+        keys = half_keys(values, dtype)
+        assert keys.unique().numel() == values.numel() - 1  # every value its own key but -0 and +0
+        order = values.argsort(stable=True)
+        assert (keys[order].diff() >= 0).all(), dtype
+        bins = nucleus_bins(values[None])
+        assert bins is not None and bins.dtype == dtype and torch.equal(bins.float()[keys], values)
+
+
+def test_the_nucleus_by_counts_is_the_sorted_nucleus():
+    """Where the logits are 16-bit floats the decode loop counts them (`nucleus_bins`); the kept tokens and their
+    scores are the sort's, for both dtypes, masks, temperatures and top-p values."""
+    generator = torch.Generator().manual_seed(3)
+    assert nucleus_bins(torch.randn(2, 50, generator=generator)) is None  # float32 logits sort
+    for dtype, spread in ((torch.bfloat16, 1.0), (torch.bfloat16, 4.0), (torch.float16, 2.0)):
+        logits = (torch.randn(5, 151_936, generator=generator) * spread).to(dtype).float()
+        legal = torch.rand(5, 151_936, generator=generator) < 0.97
+        legal[1] = torch.rand(151_936, generator=generator) < 0.001  # a row of few legal tokens
+        legal[2] = False
+        legal[2, 77] = True  # one legal token
+        bins = nucleus_bins(logits)
+        assert bins is not None and bins.dtype == dtype
+        for temperature, top_p in ((1.0, 0.8), (0.7, 0.95), (1.3, 0.2), (1.0, 1.0)):
+            sorted_nucleus = nucleus_scores(logits, legal, temperature, top_p)
+            assert torch.equal(nucleus_scores(logits, legal, temperature, top_p, bins), sorted_nucleus), (dtype, top_p)
+            kept = torch.isfinite(sorted_nucleus)
+            assert kept[2].nonzero().tolist() == [[77]] and (kept <= legal).all()
+            assert top_p == 1.0 or kept.sum() < legal.sum()
 
 
 def test_mask_applies_before_top_p():

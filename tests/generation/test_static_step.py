@@ -239,3 +239,27 @@ def test_cuda_graph_steps_equal_eager_steps_on_the_gpu():
         for a, b in zip(group_eager, group_graph):
             assert torch.equal(a.token_ids, b.token_ids)
             assert b.logprob == pytest.approx(a.logprob, abs=1e-4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a bfloat16 model's decode steps need a CUDA device")
+def test_a_bfloat16_model_on_the_gpu_draws_from_the_counted_nucleus_what_the_sorted_one_gives(monkeypatch):
+    from travel.agents.models import build_tiny_random
+    from travel.generation import sampling
+
+    loaded = build_tiny_random(seed=0, device="cuda")
+    model = loaded.model.to(torch.bfloat16)
+    calls = []
+    filter_by_counts = sampling.half_top_p_filter
+    monkeypatch.setattr(sampling, "half_top_p_filter", lambda *args: calls.append(1) or filter_by_counts(*args))
+
+    def decode():
+        decoder = StructuredDecoder(model, loaded.tokenizer, max_new_tokens=170, max_value_tokens=5, top_p=0.8,
+                                    step_backend="cuda_graph")
+        return decoder.generate(_requests(loaded.tokenizer), 3, seeds=[3, 8])
+
+    by_counts = decode()
+    assert calls  # the steps' logits are bfloat16 values, so the loop counted them
+    monkeypatch.setattr(sampling, "COUNTED_NUCLEUS", False)
+    by_sort = decode()
+    for counted, ordered in zip(by_counts, by_sort):
+        assert [c.token_ids.tolist() for c in counted] == [c.token_ids.tolist() for c in ordered]

@@ -28,7 +28,8 @@ import torch
 
 from travel.generation.compiled_forward import CompiledForward
 from travel.generation.loop_step import DONE, CallTables, LoopSettings, advance, initial_state, select
-from travel.generation.sampling import token_keys
+from travel.generation import sampling
+from travel.generation.sampling import nucleus_bins, token_keys
 from travel.generation.skeleton import ForcedSequenceBank
 from travel.generation.value_vocab import value_tables
 
@@ -45,9 +46,11 @@ def jump_width(plans: list[Any]) -> int:
 
 
 def call_tables(
-    decoder: Any, plans: list[Any], vocab: int, k: int, device: torch.device, slot_values: Any, width: int
+    decoder: Any, plans: list[Any], vocab: int, k: int, device: torch.device, slot_values: Any, width: int,
+    bins: torch.Tensor | None = None,
 ) -> CallTables:
-    """The value tables, forced sequences and catalog tries of one decode call, on `device`."""
+    """The value tables, forced sequences and catalog tries of one decode call, on `device`; `bins` the logits'
+    `sampling.nucleus_bins` where a draw's nucleus counts them instead of sorting."""
     host_tables = value_tables(decoder.tokenizer, vocab)
     tables = host_tables.on(device)
     catalog = None if slot_values is None else decoder._tries.tables(slot_values, k, host_tables, device)
@@ -59,6 +62,7 @@ def call_tables(
         seq_base=bank.sequence_base.repeat_interleave(k), tail_base=bank.tail_base.repeat_interleave(k),
         num_slots=bank.num_slots.repeat_interleave(k), offsets=torch.arange(width, device=device),
         token_keys=token_keys(vocab, device), reserve=torch.tensor(reserve, device=device), catalog=catalog,
+        nucleus_bins=bins,
     )
 
 
@@ -85,7 +89,9 @@ def decode_loop(
     rows, vocab = logits.shape
     budget = decoder.max_new_tokens
     width = jump_width(plans) if jump else 1
-    tables = call_tables(decoder, plans, vocab, k, device, slot_values, width)
+    # a nucleus by counts where the logits are 16-bit floats (one check of the prefill's, which waits for them)
+    counted = sampling.COUNTED_NUCLEUS and not greedy and decoder.top_p < 1.0
+    tables = call_tables(decoder, plans, vocab, k, device, slot_values, width, nucleus_bins(logits) if counted else None)
     # a catalog value is as long as its trie path: no token cap
     value_cap = budget + 1 if decoder.fill_budget or tables.catalog is not None else decoder.max_value_tokens
     draw = "greedy" if greedy else "seeds" if row_seeds is not None else "generator"

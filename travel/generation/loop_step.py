@@ -59,6 +59,7 @@ class CallTables(NamedTuple):
     token_keys: torch.Tensor  # sampling.token_keys(vocab)
     reserve: torch.Tensor  # 0-d: a closing quote plus the longest close (a tensor: no recompile per role)
     catalog: Any  # value_trie.CatalogTables or None
+    nucleus_bins: torch.Tensor | None  # sampling.nucleus_bins of the logits' 16-bit dtype, or None: top-p sorts
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def select(
         legal = torch.where((mode == VALUE)[:, None], tables.catalog.legal(state.node), legal)
     if settings.draw == "greedy":
         return state, legal, greedy_choice(logits, legal)
-    scores = nucleus_scores(logits, legal, settings.temperature, settings.top_p)
+    scores = nucleus_scores(logits, legal, settings.temperature, settings.top_p, tables.nucleus_bins)
     if settings.draw == "generator":
         return state, legal, scores.softmax(dim=-1)
     uniforms = seeded_uniforms(row_seeds, state.generated, logits.shape[1], tables.token_keys)
