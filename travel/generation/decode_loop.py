@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
+from travel.generation import sampling
 from travel.generation.compiled_forward import CompiledForward
 from travel.generation.loop_step import DONE, CallTables, LoopSettings, advance, initial_state, select
-from travel.generation import sampling
 from travel.generation.sampling import nucleus_bins, token_keys
 from travel.generation.skeleton import ForcedSequenceBank
 from travel.generation.value_vocab import value_tables
@@ -91,7 +91,8 @@ def decode_loop(
     width = jump_width(plans) if jump else 1
     # a nucleus by counts where the logits are 16-bit floats (one check of the prefill's, which waits for them)
     counted = sampling.COUNTED_NUCLEUS and not greedy and decoder.top_p < 1.0
-    tables = call_tables(decoder, plans, vocab, k, device, slot_values, width, nucleus_bins(logits) if counted else None)
+    bins = nucleus_bins(logits) if counted else None
+    tables = call_tables(decoder, plans, vocab, k, device, slot_values, width, bins)
     # a catalog value is as long as its trie path: no token cap
     value_cap = budget + 1 if decoder.fill_budget or tables.catalog is not None else decoder.max_value_tokens
     draw = "greedy" if greedy else "seeds" if row_seeds is not None else "generator"

@@ -10,8 +10,8 @@ lowest token id.
 The nucleus is found from a threshold score: by sorting the scores (`top_p_filter`), or, where every logit is a
 16-bit float (a bfloat16 or float16 model's output head, `nucleus_bins`), from a count of the tokens at each of
 the 65,536 values that float can hold (`half_top_p_filter`): the same rule without a sort of the vocabulary.
-On an H100, 151,936 tokens, compiled in a CUDA graph: 0.140 against 0.387 ms at 20 rows, 0.036 against 0.077
-at one (the sort of the scatter-based filter before it; docs/performance.md).
+On an H100, 151,936 tokens, compiled in a CUDA graph: 0.140 ms at 20 rows and 0.036 at one, against 0.387 and
+0.077 for the sort with the scatter of its kept mask that the filter ran before (docs/performance.md).
 
 Randomness comes either from a torch.Generator (multinomial draws over the whole batch) or from
 per-row seeds: a counter-based hash of (row seed, token index, token id) gives Gumbel noise, so a row's
@@ -79,7 +79,7 @@ def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 HALF_VALUES = 1 << 16  # the bit patterns of a 16-bit float
-COUNTED_NUCLEUS = True  # False: the decode loop sorts for the nucleus whatever the logits (bench/generation.py's +sort_nucleus)
+COUNTED_NUCLEUS = True  # False: the decode loop sorts for the nucleus whatever the logits (bench's +sort_nucleus)
 
 
 def half_keys(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
