@@ -248,9 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS "
         "(hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
         "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto); '+torch_rotary', "
-        "'+torch_prefill', '+flash_prompt', '+uniform_launch', '+pointer_prefix' and '+sort_nucleus' switch the "
-        "rotary kernel, the prefill's elementwise kernels, its cuDNN attention, the attention's "
-        "launch settings by candidate count, its prefix loads by tensor descriptors and top-p by counts off, and '+fused_merge' "
+        "'+torch_prefill', '+flash_prompt', '+uniform_launch', '+pointer_prefix', '+sort_nucleus' and '+adjacent_counters' "
+        "switch the rotary kernel, the prefill's elementwise kernels, its cuDNN attention, the attention's "
+        "launch settings by candidate count, its prefix loads by tensor descriptors, top-p by counts and its spread "
+        "counters off, and '+fused_merge' "
         "switches one candidate's attention merge in the partials launch on, for an A/B in one process "
         "(bench/step_backends.py)",
     )

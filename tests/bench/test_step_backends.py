@@ -88,13 +88,19 @@ def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
     with sorted_nucleus.kernels_switched():
         assert not sampling.COUNTED_NUCLEUS and triton_split.PREFIX_DESCRIPTORS
     assert sampling.COUNTED_NUCLEUS
+    adjacent = StepBackend.parse("static+adjacent_counters")
+    assert adjacent.label().endswith("nucleus counters in key order")
+    with adjacent.kernels_switched():
+        assert not sampling.SPREAD_COUNTERS and sampling.COUNTED_NUCLEUS
+    assert sampling.SPREAD_COUNTERS
 
 
 @pytest.mark.parametrize(
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, +"
+                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, "
+                            "+adjacent_counters, +"
                             + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],

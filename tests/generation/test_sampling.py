@@ -11,10 +11,12 @@ from travel.generation.sampling import (
     ensure_legal,
     greedy_choice,
     half_keys,
+    key_order_counts,
     nucleus_bins,
     nucleus_scores,
     sample_choice,
     seeded_uniforms,
+    spread_counters,
     token_keys,
     top_p_filter,
 )
@@ -53,6 +55,16 @@ def test_half_keys_order_every_16_bit_value_and_the_bins_hold_them():
         assert (keys[order].diff() >= 0).all(), dtype
         bins = nucleus_bins(values[None])
         assert bins is not None and bins.dtype == dtype and torch.equal(bins.float()[keys], values)
+
+
+def test_spread_counters_give_neighbouring_keys_distant_counters_and_read_back_in_key_order():
+    keys = torch.arange(1 << 16)
+    counters = spread_counters(keys)
+    assert torch.equal(counters.sort().values, keys)  # one counter per key
+    assert (counters[1:32] - counters[:31] == 2048).all()  # 32 neighbours on 32 cache lines
+    weights = torch.randint(0, 1000, (3, 1 << 16))
+    spread = torch.zeros_like(weights).scatter_add(1, counters.expand(3, -1), weights)
+    assert torch.equal(key_order_counts(spread), weights)
 
 
 def test_the_nucleus_by_counts_is_the_sorted_nucleus():
