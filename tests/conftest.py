@@ -12,6 +12,10 @@ if not torch.cuda.is_available():
     # is read when triton is imported, so it is set before any test module imports it. A GPU runs the compiled kernels.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Each xdist worker takes its share of torch's intra-op threads: with a thread per core in every worker, the
+# workers' threads contend for the cores (the generation tests ran about 7% faster on two cores with one thread each).
+torch.set_num_threads(max(1, torch.get_num_threads() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF = REPO_ROOT / "conf"
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "travelplanner"
