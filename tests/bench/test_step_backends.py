@@ -58,16 +58,6 @@ def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
     assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED  # restored, after an error too
     with StepBackend.parse("static+fused_merge").kernels_switched():
         assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
-    prefill = StepBackend.parse("static+torch_prefill")
-    assert prefill.label().endswith("prefill's elementwise operations by torch")
-    with prefill.kernels_switched():
-        assert not triton_prefill.ENABLED and triton_rotary.ENABLED
-    assert triton_prefill.ENABLED
-    flash = StepBackend.parse("static+flash_prompt")
-    assert flash.label().endswith("prompt attention by FlashAttention first")
-    with flash.kernels_switched():
-        assert not static_step.CUDNN_PROMPT_ATTENTION and triton_prefill.ENABLED
-    assert static_step.CUDNN_PROMPT_ATTENTION
     uniform = StepBackend.parse("static+uniform_launch")
     assert uniform.label().endswith("attention partials launched alike for any candidates")
     one, twenty = (1, 1, 16), (1, 20, 64)  # (prompts, candidates, query tile rows)
@@ -78,21 +68,28 @@ def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
     assert triton_split.partials_launch(*one) == (triton_split.BLOCK_KEYS, triton_split.ONE_CANDIDATE_WARPS)
     assert triton_split.partials_launch(*twenty) == (triton_split.SEVERAL_CANDIDATES_KEYS, 4)
     assert triton_split.partials_launch(10, 1, 16) == (triton_split.BLOCK_KEYS, 4)  # several prompts: not measured
-    pointers = StepBackend.parse("static+pointer_prefix")
-    assert pointers.label().endswith("prefix chunks loaded by pointers")
-    with pointers.kernels_switched():
-        assert not triton_split.PREFIX_DESCRIPTORS and triton_split.LAUNCH_BY_CANDIDATES
-    assert triton_split.PREFIX_DESCRIPTORS
-    sorted_nucleus = StepBackend.parse("static+sort_nucleus")
-    assert sorted_nucleus.label().endswith("top-p by a sort")
-    with sorted_nucleus.kernels_switched():
-        assert not sampling.COUNTED_NUCLEUS and triton_split.PREFIX_DESCRIPTORS
-    assert sampling.COUNTED_NUCLEUS
-    adjacent = StepBackend.parse("static+adjacent_counters")
-    assert adjacent.label().endswith("nucleus counters in key order")
-    with adjacent.kernels_switched():
-        assert not sampling.SPREAD_COUNTERS and sampling.COUNTED_NUCLEUS
-    assert sampling.SPREAD_COUNTERS
+
+
+# option -> (the label's end, the (module, flag) it turns off, a neighbouring (module, flag) that stays on)
+OFF_SWITCHES = {
+    "torch_prefill": ("prefill's elementwise operations by torch", (triton_prefill, "ENABLED"), (triton_rotary, "ENABLED")),
+    "flash_prompt": ("prompt attention by FlashAttention first", (static_step, "CUDNN_PROMPT_ATTENTION"),
+                     (triton_prefill, "ENABLED")),
+    "pointer_prefix": ("prefix chunks loaded by pointers", (triton_split, "PREFIX_DESCRIPTORS"),
+                       (triton_split, "LAUNCH_BY_CANDIDATES")),
+    "sort_nucleus": ("top-p by a sort", (sampling, "COUNTED_NUCLEUS"), (triton_split, "PREFIX_DESCRIPTORS")),
+    "adjacent_counters": ("nucleus counters in key order", (sampling, "SPREAD_COUNTERS"), (sampling, "COUNTED_NUCLEUS")),
+}
+
+
+@pytest.mark.parametrize("option", OFF_SWITCHES)
+def test_a_switch_turns_its_flag_off_inside_the_block_alone(option):
+    label, (module, flag), (other_module, other_flag) = OFF_SWITCHES[option]
+    step = StepBackend.parse(f"static+{option}")
+    assert step.label().endswith(label)
+    with step.kernels_switched():
+        assert not getattr(module, flag) and getattr(other_module, other_flag)
+    assert getattr(module, flag)
 
 
 @pytest.mark.parametrize(
