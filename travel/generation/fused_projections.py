@@ -15,7 +15,8 @@ gated MLP with gate and up as one; norms, rotary embedding, the cache, the atten
 registered ones included) and the output projections' weights are the wrapped module's own. Their four matmuls run
 through `DecodeMatmul`: in a decode step on a GPU, a split-K Triton kernel (hardware.decode_matmul,
 travel/generation/skinny_matmul.py). With that kernel, a decode step's q/k norms, rotary embedding and cache writes
-run as one Triton kernel too (travel/generation/triton_rotary.py), where the step's cache says which columns it writes.
+(where the step's cache says) run in the q/k/v matmul's own launch (travel/generation/rotary_matmul.py), or, after a
+matmul of more rows than its tile (a long jump step), as one Triton kernel of their own (travel/generation/triton_rotary.py).
 
 decode_weights=folded goes one step further: `install(..., fold=True)` makes each layer a `FoldedLayer`, whose
 RMSNorms' weights are multiplied into the fused matrices at every refresh (`FusedStorage.fold_norms`) and whose

@@ -15,8 +15,10 @@ took 6.45 us a layer at one candidate, as long as the three kernels it replaced.
 The arithmetic is the model's: the norm in float32 and rounded to the product's dtype before its weight (as
 transformers' RMSNorm does), the rotation `x * cos + rotate_half(x) * sin` in float32 with one rounding, as the
 compiled step's fused kernel computes it. The kernel runs where `rotary_cache_runs` says (half precision on a GPU, in
-the fused or folded decode copy's layers with `hardware.decode_matmul=split_k`); under `TRITON_INTERPRET=1`
-Triton's interpreter runs it on CPU tensors, which is how the CPU tests check it against the model's operations.
+the fused or folded decode copy's layers with `hardware.decode_matmul=split_k`) and the q/k/v matmul does not do its
+work itself (travel/generation/rotary_matmul.py, whose programs call `_rotated` too: steps of more tokens than its
+tile); under `TRITON_INTERPRET=1` Triton's interpreter runs it on CPU tensors, which is how the CPU tests check it
+against the model's operations.
 """
 
 from __future__ import annotations
