@@ -7,8 +7,7 @@ runs in one step), `+compile` (the compiled forward and loop), `+prefill` (the c
 fused layers' matmuls by cuBLAS, hardware.decode_matmul=cublas), a prefix kernel by name (`+joint_softmax`,
 `+split_triton`, ...; the last one named wins), and switches that turn kernels off (one on) for the item's runs, so one
 process times a step with and without them: `+torch_rotary` (the fused layers' q/k norms, rotary embedding and cache
-writes by the model's operations instead of travel/generation/triton_rotary.py), `+separate_rotary` (that kernel
-launched after the q/k/v matmul instead of its work done by the matmul's programs, rotary_matmul.ENABLED), `+fused_merge` (split_triton's
+writes by the model's operations instead of travel/generation/triton_rotary.py), `+fused_merge` (split_triton's
 merge for one candidate in its first launch, instead of the merge kernel), `+torch_prefill` (an uncompiled
 prefill's norms, activation, rotary embedding and residual adds by the model's operations instead of
 travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled prefill's attention by
@@ -27,12 +26,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from travel.generation import rotary_matmul, sampling, static_step, triton_prefill, triton_rotary, triton_split
+from travel.generation import sampling, static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
 
 SWITCHES = {  # option -> (module, flag, the flag's value inside the option's block)
     "torch_rotary": (triton_rotary, "ENABLED", False),
-    "separate_rotary": (rotary_matmul, "ENABLED", False),
     "fused_merge": (triton_split, "FUSED_MERGE_ENABLED", True),
     "torch_prefill": (triton_prefill, "ENABLED", False),
     "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION", False),
@@ -114,7 +112,6 @@ class StepBackend:
         label += ", compiled forward" if "compile" in self.options else ""
         label += ", compiled prefill" if "prefill" in self.options else ""
         label += ", q/k norms and rotary by torch" if "torch_rotary" in self.options else ""
-        label += ", rotary kernel after the q/k/v matmul" if "separate_rotary" in self.options else ""
         label += ", attention merged in its partials launch" if "fused_merge" in self.options else ""
         label += ", prefill's elementwise operations by torch" if "torch_prefill" in self.options else ""
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""

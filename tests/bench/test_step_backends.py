@@ -8,15 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import (
-    StructuredDecoder,
-    rotary_matmul,
-    sampling,
-    static_step,
-    triton_prefill,
-    triton_rotary,
-    triton_split,
-)
+from travel.generation import StructuredDecoder, sampling, static_step, triton_prefill, triton_rotary, triton_split
 from travel.generation.prefix_attention import PREFIX_KERNELS
 
 
@@ -80,7 +72,6 @@ def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
 
 # option -> (the label's end, the (module, flag) it turns off, a neighbouring (module, flag) that stays on)
 OFF_SWITCHES = {
-    "separate_rotary": ("rotary kernel after the q/k/v matmul", (rotary_matmul, "ENABLED"), (triton_rotary, "ENABLED")),
     "torch_prefill": ("prefill's elementwise operations by torch", (triton_prefill, "ENABLED"), (triton_rotary, "ENABLED")),
     "flash_prompt": ("prompt attention by FlashAttention first", (static_step, "CUDNN_PROMPT_ATTENTION"),
                      (triton_prefill, "ENABLED")),
@@ -105,7 +96,7 @@ def test_a_switch_turns_its_flag_off_inside_the_block_alone(option):
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+separate_rotary, +fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, "
+                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, "
                             "+adjacent_counters, +"
                             + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),

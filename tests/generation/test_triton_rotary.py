@@ -40,10 +40,10 @@ def step_inputs(positions, normed, dtype, device="cpu", seed=0):
     return qkv, norms, angles.cos().to(device, dtype), angles.sin().to(device, dtype)
 
 
-def cache_layer(positions, token_major, dtype, device="cpu", head_dim=HEAD_DIM):
+def cache_layer(positions, token_major, dtype, device="cpu"):
     """A cache layer of NaN buffers (a column the kernel must not write stays NaN): one column for every row, or,
     for a jump step, distinct columns per row and position."""
-    shape = (ROWS, CAPACITY, KV_HEADS, head_dim) if token_major else (ROWS, KV_HEADS, CAPACITY, head_dim)
+    shape = (ROWS, CAPACITY, KV_HEADS, HEAD_DIM) if token_major else (ROWS, KV_HEADS, CAPACITY, HEAD_DIM)
     buffers = [torch.full(shape, float("nan"), dtype=dtype, device=device) for _ in range(2)]
     if positions == 1:
         return StaticPositionLayer(*buffers, torch.tensor([5], device=device), token_major)
@@ -96,23 +96,12 @@ def test_the_kernel_refuses_a_product_of_another_width_and_one_norm_alone():
 def test_decoding_with_the_rotary_kernel_equals_decoding_the_model(step, weights, greedy, monkeypatch):
     """The fused and folded copies' decode steps with the kernel (run by the interpreter where a GPU would run it)
     decode the model's tokens, values and log-probs, in one-token and jump steps (the other cache layout and a model
-    without q/k norms: the kernel's own test). The folded copy's matmuls have the plans of a GPU of 32 processors,
-    so its q/k/v matmul does the kernel's work in its own launch (travel/generation/rotary_matmul.py); the fused
-    copy's run F.linear and then the kernel. One request of 40 new tokens (34 in jump steps: the least its action
+    without q/k norms: the kernel's own test). One request of 40 new tokens (34 in jump steps: the least its action
     fits in) keeps the interpreter's time short."""
     from travel.agents.models import build_offline_tokenizer
-    from travel.generation import rotary_matmul, skinny_matmul
 
-    calls, fused_calls = [], []
-    monkeypatch.setattr(fused_projections, "rotary_cache_runs", lambda x: calls.append(x.shape) or True)
-    if weights == "folded":
-        plan = skinny_matmul.split_plan
-        monkeypatch.setattr(skinny_matmul, "split_plan", lambda weight, matmul, normed=False: skinny_matmul.SplitPlan.of(
-            weight.shape[0], weight.shape[1], 32, normed) if matmul == "split_k" else plan(weight, matmul, normed))
-        monkeypatch.setattr(skinny_matmul, "split_k_runs", lambda x: x.numel() // x.shape[-1] <= skinny_matmul.MAX_ROWS)
-        monkeypatch.setattr(rotary_matmul, "split_k_runs", skinny_matmul.split_k_runs)
-        write = rotary_matmul.qkv_rotary_write
-        monkeypatch.setattr(fused_projections, "qkv_rotary_write", lambda x, *a: fused_calls.append(x.shape) or write(x, *a))
+    calls = []
+    monkeypatch.setattr(fused_projections, "rotary_cache_runs", lambda qkv: calls.append(qkv.shape) or True)
     model = with_norm_weights(tiny_family_model("qwen3"))
     tokenizer = build_offline_tokenizer()
     requests = [short_request(tokenizer, 0, 2)]
@@ -123,7 +112,6 @@ def test_decoding_with_the_rotary_kernel_equals_decoding_the_model(step, weights
     assert outputs(kernel, requests, greedy) == outputs(plain, requests, greedy)
     assert calls and all(len(shape) == 3 for shape in calls)  # the decode steps ran the kernel
     assert any(shape[1] > 1 for shape in calls) == (step == "jump")
-    assert (fused_calls == calls) == (weights == "folded") and (weights == "folded") == bool(fused_calls)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernel needs CUDA")

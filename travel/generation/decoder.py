@@ -106,9 +106,8 @@ class StructuredDecoder:
         `decode_matmul`: with `decode_weights=fused` or `folded`, the kernel of those layers' matmuls of at most 32 rows (a
         decode step's, on a GPU in half precision): `split_k`, a Triton kernel that reads the small matrices nearer
         the bandwidth than cuBLAS (travel/generation/skinny_matmul.py), with the step's q/k norms, rotary embedding
-        and cache writes done by the q/k/v matmul's own programs (travel/generation/rotary_matmul.py; by one more
-        Triton kernel, travel/generation/triton_rotary.py, after a jump step's matmul of more rows), or `cublas`
-        (F.linear, and the model's own operations for the rest).
+        and cache writes in one Triton kernel (travel/generation/triton_rotary.py), or `cublas` (F.linear, and the
+        model's own operations for the rest).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
         (travel/generation/jump_step.py); static steps only (an explicit `eager` ignores it).
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small

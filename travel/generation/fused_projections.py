@@ -15,8 +15,7 @@ gated MLP with gate and up as one; norms, rotary embedding, the cache, the atten
 registered ones included) and the output projections' weights are the wrapped module's own. Their four matmuls run
 through `DecodeMatmul`: in a decode step on a GPU, a split-K Triton kernel (hardware.decode_matmul,
 travel/generation/skinny_matmul.py). With that kernel, a decode step's q/k norms, rotary embedding and cache writes
-(where the step's cache says) run in the q/k/v matmul's own launch (travel/generation/rotary_matmul.py), or, after a
-matmul of more rows than its tile (a long jump step), as one Triton kernel of their own (travel/generation/triton_rotary.py).
+run as one Triton kernel too (travel/generation/triton_rotary.py), where the step's cache says which columns it writes.
 
 decode_weights=folded goes one step further: `install(..., fold=True)` makes each layer a `FoldedLayer`, whose
 RMSNorms' weights are multiplied into the fused matrices at every refresh (`FusedStorage.fold_norms`) and whose
@@ -34,7 +33,6 @@ from typing import Any
 
 import torch
 
-from travel.generation.rotary_matmul import qkv_rotary_counts, qkv_rotary_runs, qkv_rotary_write
 from travel.generation.skinny_matmul import DecodeMatmul
 from travel.generation.static_step import static_layer
 from travel.generation.triton_prefill import prefill_kernels_run, silu_gated
@@ -130,10 +128,6 @@ class FusedAttention(torch.nn.Module):
         self.qkv_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
         self.o_matmul = DecodeMatmul(attention.o_proj.weight, matmul)
         self.rotary_kernel = matmul == "split_k"  # the decode step's Triton kernels, the rotary one with the matmuls'
-        heads, kv_heads, _ = self.heads()
-        # the q/k/v matmul's counters where it has a plan, for the decode steps whose matmul rotates too
-        counts = qkv_rotary_counts(heads, kv_heads, fused.weight.device) if self.qkv_matmul.plan is not None else None
-        self.register_buffer("rotary_counts", counts, persistent=False)
         modeling = sys.modules[type(attention).__module__]
         self.rotate, self.eager_attention = modeling.apply_rotary_pos_emb, modeling.eager_attention_forward
         self.attention_functions = modeling.ALL_ATTENTION_FUNCTIONS  # the registry the wrapped module reads
@@ -141,38 +135,26 @@ class FusedAttention(torch.nn.Module):
     def forward(
         self, hidden_states: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any
     ):
-        output, weights = self.attend(hidden_states, None, position_embeddings, attention_mask, **kwargs)
+        qkv = self.qkv_matmul(hidden_states, self.qkv_weight, self.qkv_bias)
+        output, weights = self.attend(qkv, position_embeddings, attention_mask, **kwargs)
         return self.o_matmul(output, self.attention.o_proj.weight, self.attention.o_proj.bias), weights
 
-    def attend(
-        self, hidden_states: torch.Tensor, norm_eps: float | None = None, position_embeddings: Any = None,
-        attention_mask: Any = None, **kwargs: Any,
-    ):
-        """The attention's output before the o projection, (..., heads x head dim), from the layer's input: its
-        q/k/v product (of its rows RMS-normalised first with `norm_eps`, a folded layer's), the queries and keys
-        normalised and rotated, the keys and values cached."""
+    def attend(self, qkv: torch.Tensor, position_embeddings: Any = None, attention_mask: Any = None, **kwargs: Any):
+        """The attention's output before the o projection, (..., heads x head dim), from the q/k/v product."""
         attention = self.attention
         cache = kwargs.pop("cache", None)  # transformers 5 names it `cache`, earlier versions `past_key_values`
         cache = kwargs.pop("past_key_values", None) if cache is None else cache
-        input_shape = hidden_states.shape[:-1]
+        input_shape = qkv.shape[:-1]
         cos, sin = position_embeddings
         step_layer = static_layer(cache, attention.layer_idx)
-        decode_step = self.rotary_kernel and step_layer is not None and hidden_states.dim() == 3
-        if decode_step and rotary_cache_runs(hidden_states) and qkv_rotary_runs(hidden_states, self.qkv_matmul.plan):
-            # the matmul, norms, rotation and cache writes in one launch (travel/generation/rotary_matmul.py)
-            query = qkv_rotary_write(hidden_states, self.qkv_weight, self.qkv_bias, self.qkv_matmul.plan,
-                                     self.rotary_counts, *self.heads(), *self.qk_norms(), cos, sin, step_layer, norm_eps)
+        if self.rotary_kernel and step_layer is not None and qkv.dim() == 3 and rotary_cache_runs(qkv):
+            # a decode step: norms, rotation and the cache writes in one kernel (travel/generation/triton_rotary.py)
+            query = rotary_cache_write(qkv, *self.heads(), *self.qk_norms(), cos, sin, step_layer)
             key, value = step_layer.views()
         else:
-            qkv = self.qkv_matmul.folded(hidden_states, self.qkv_weight, self.qkv_bias, norm_eps)
-            if decode_step and rotary_cache_runs(qkv):
-                # norms, rotation and the cache writes in one kernel after the matmul (travel/generation/triton_rotary.py)
-                query = rotary_cache_write(qkv, *self.heads(), *self.qk_norms(), cos, sin, step_layer)
-                key, value = step_layer.views()
-            else:
-                query, key, value = self.split_heads(qkv, cos, sin)
-                if cache is not None:
-                    key, value = cache.update(key, value, attention.layer_idx)
+            query, key, value = self.split_heads(qkv, cos, sin)
+            if cache is not None:
+                key, value = cache.update(key, value, attention.layer_idx)
         implementation = attention.config._attn_implementation
         eager = implementation in (None, "eager")
         interface = self.eager_attention if eager else self.attention_functions[implementation]
@@ -262,7 +244,8 @@ class FoldedLayer(torch.nn.Module):
         layer = self.layer
         attention, mlp = layer.self_attn, layer.mlp
         before, after = layer.input_layernorm.variance_epsilon, layer.post_attention_layernorm.variance_epsilon
-        output, _ = attention.attend(hidden_states, before, **kwargs)
+        qkv = attention.qkv_matmul.folded(hidden_states, attention.qkv_weight, attention.qkv_bias, norm_eps=before)
+        output, _ = attention.attend(qkv, **kwargs)
         o_proj = attention.attention.o_proj
         hidden_states = attention.o_matmul.folded(output, o_proj.weight, o_proj.bias, residual=hidden_states)
         gate_up = mlp.gate_up_matmul.folded(hidden_states, mlp.gate_up_weight, mlp.gate_up_bias, norm_eps=after)

@@ -54,29 +54,6 @@ if triton is not None:
     import triton.language as tl
 
     @triton.jit
-    def transposed_product(X, W, rows, columns, inner, eps, stride_xr, stride_wn, n, m, first, last,
-                           NORMED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        """W's rows `n` (W is (columns, inner)) times X's rows `m` over inner entries `first` to `last`: the
-        (BLOCK_N, BLOCK_M) float32 product, the weight the tensor cores' first operand. NORMED (the range is the whole
-        row): scaled by each of X's rows' 1 / sqrt(mean(x^2) + eps), the squares of the loaded rows added up beside
-        the tensor cores."""
-        k = tl.arange(0, BLOCK_K)
-        acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
-        squares = tl.zeros((BLOCK_K, BLOCK_M), tl.float32)  # summed over the inner entries once, after the loop
-        for start in range(first, last, BLOCK_K):
-            kk = start + k
-            w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
-                        mask=(n[:, None] < columns) & (kk[None, :] < inner), other=0.0)
-            x = tl.load(X + m[None, :] * stride_xr + kk[:, None], mask=(m[None, :] < rows) & (kk[:, None] < inner), other=0.0)
-            acc += tl.dot(w, x)
-            if NORMED:
-                wide = x.to(tl.float32)
-                squares += wide * wide
-        if NORMED:
-            acc = acc * tl.rsqrt(tl.sum(squares, axis=0) / inner + eps)[None, :]
-        return acc
-
-    @triton.jit
     def _split_k_kernel(X, W, BIAS, RESIDUAL, OUT, PART, COUNTS, rows, columns, inner, eps, stride_xr, stride_wn,
                         stride_rr, stride_or, stride_ps, stride_pr, HAS_BIAS: tl.constexpr, NORMED: tl.constexpr,
                         HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -92,8 +69,20 @@ if triton is not None:
         block, piece = tl.program_id(0), tl.program_id(1)
         n = block * BLOCK_N + tl.arange(0, BLOCK_N)
         m = tl.arange(0, BLOCK_M)
-        acc = transposed_product(X, W, rows, columns, inner, eps, stride_xr, stride_wn, n, m, piece * SPLIT,
-                                 piece * SPLIT + SPLIT, NORMED, BLOCK_M, BLOCK_N, BLOCK_K)
+        k = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
+        squares = tl.zeros((BLOCK_K, BLOCK_M), tl.float32)  # summed over the inner entries once, after the loop
+        for start in range(piece * SPLIT, piece * SPLIT + SPLIT, BLOCK_K):
+            kk = start + k
+            w = tl.load(W + n[:, None].to(tl.int64) * stride_wn + kk[None, :],
+                        mask=(n[:, None] < columns) & (kk[None, :] < inner), other=0.0)
+            x = tl.load(X + m[None, :] * stride_xr + kk[:, None], mask=(m[None, :] < rows) & (kk[:, None] < inner), other=0.0)
+            acc += tl.dot(w, x)
+            if NORMED:
+                wide = x.to(tl.float32)
+                squares += wide * wide
+        if NORMED:
+            acc = acc * tl.rsqrt(tl.sum(squares, axis=0) / inner + eps)[None, :]
         valid = (n[:, None] < columns) & (m[None, :] < rows)
         out = OUT + m[None, :] * stride_or + n[:, None]
         dtype = OUT.dtype.element_ty

@@ -15,10 +15,8 @@ took 6.45 us a layer at one candidate, as long as the three kernels it replaced.
 The arithmetic is the model's: the norm in float32 and rounded to the product's dtype before its weight (as
 transformers' RMSNorm does), the rotation `x * cos + rotate_half(x) * sin` in float32 with one rounding, as the
 compiled step's fused kernel computes it. The kernel runs where `rotary_cache_runs` says (half precision on a GPU, in
-the fused or folded decode copy's layers with `hardware.decode_matmul=split_k`) and the q/k/v matmul does not do its
-work itself (travel/generation/rotary_matmul.py, whose programs call `_rotated` too: steps of more tokens than its
-tile); under `TRITON_INTERPRET=1` Triton's interpreter runs it on CPU tensors, which is how the CPU tests check it
-against the model's operations.
+the fused or folded decode copy's layers with `hardware.decode_matmul=split_k`); under `TRITON_INTERPRET=1`
+Triton's interpreter runs it on CPU tensors, which is how the CPU tests check it against the model's operations.
 """
 
 from __future__ import annotations
@@ -35,23 +33,21 @@ if triton is not None:
     import triton.language as tl
 
     @triton.jit
-    def _rotated(source, h, stride_h, valid, d, WEIGHT, eps, cos, sin, NORMED: tl.constexpr, HEAD_DIM: tl.constexpr):
-        """Vectors `h` (a block, `valid` where they exist, `stride_h` apart from `source`: one token's heads, or one
-        head of several tokens) of a q/k/v product: normalised by the norm of weight WEIGHT where NORMED, then
-        rotated by `cos`/`sin` (broadcast against (vectors, HEAD_DIM)), in float32."""
+    def _rotated(source, h, valid, d, WEIGHT, eps, cos, sin, NORMED: tl.constexpr, HEAD_DIM: tl.constexpr):
+        """Heads `h` (a block, `valid` where they exist) of one token's product at `source`: normalised by the norm of
+        weight WEIGHT where NORMED, then rotated by `cos`/`sin`, in float32."""
         partner = d ^ (HEAD_DIM // 2)  # rotate_half: the other half's entry, negated in the first half
         sign = tl.where(d < HEAD_DIM // 2, -1.0, 1.0)
         mask = valid[:, None]
-        x = tl.load(source + h[:, None] * stride_h + d[None, :], mask=mask, other=0.0, cache_modifier=".cg").to(tl.float32)
-        x_partner = tl.load(source + h[:, None] * stride_h + partner[None, :], mask=mask, other=0.0,
-                            cache_modifier=".cg").to(tl.float32)
+        x = tl.load(source + h[:, None] * HEAD_DIM + d[None, :], mask=mask, other=0.0).to(tl.float32)
+        x_partner = tl.load(source + h[:, None] * HEAD_DIM + partner[None, :], mask=mask, other=0.0).to(tl.float32)
         if NORMED:
             dtype = source.dtype.element_ty
             rstd = 1.0 / tl.sqrt(tl.sum(x * x, 1) / HEAD_DIM + eps)
             weight, partner_weight = tl.load(WEIGHT + d).to(dtype), tl.load(WEIGHT + partner).to(dtype)
             x = ((x * rstd[:, None]).to(dtype) * weight[None, :]).to(tl.float32)
             x_partner = ((x_partner * rstd[:, None]).to(dtype) * partner_weight[None, :]).to(tl.float32)
-        return x * cos + sign[None, :] * x_partner * sin
+        return x * cos[None, :] + sign[None, :] * x_partner * sin[None, :]
 
     @triton.jit
     def _rotary_cache_kernel(
@@ -73,12 +69,11 @@ if triton is not None:
         group = HEADS // KV_HEADS
         g = tl.arange(0, BLOCK_G)
         h = kv_head * group + g
-        query = _rotated(source, h, HEAD_DIM, g < group, d, Q_WEIGHT, q_eps, cos[None, :], sin[None, :], NORMED, HEAD_DIM)
+        query = _rotated(source, h, g < group, d, Q_WEIGHT, q_eps, cos, sin, NORMED, HEAD_DIM)
         out = QUERY + ((row * HEADS + h[:, None]) * POSITIONS + position).to(tl.int64) * HEAD_DIM + d[None, :]
         tl.store(out, query.to(QUERY.dtype.element_ty), mask=(g < group)[:, None])
         j = kv_head + tl.arange(0, 1)
-        key = _rotated(source + HEADS * HEAD_DIM, j, HEAD_DIM, j < KV_HEADS, d, K_WEIGHT, k_eps, cos[None, :], sin[None, :],
-                       NORMED, HEAD_DIM)
+        key = _rotated(source + HEADS * HEAD_DIM, j, j < KV_HEADS, d, K_WEIGHT, k_eps, cos, sin, NORMED, HEAD_DIM)
         column = tl.load(COLUMNS + row * stride_wr + position * stride_wi)
         tl.store(KEYS + row.to(tl.int64) * stride_kr + column * stride_kc + j[:, None] * stride_kh + d[None, :],
                  key.to(KEYS.dtype.element_ty))
