@@ -14,8 +14,7 @@ travel/generation/triton_prefill.py's kernels), `+flash_prompt` (an uncompiled p
 FlashAttention first instead of cuDNN's, static_step.CUDNN_PROMPT_ATTENTION), `+uniform_launch` (split_triton's
 partials kernel with 64 keys a block and 4 warps for every candidate count, triton_split.partials_launch),
 `+pointer_prefix` (split_triton's prefix chunks loaded by pointers where tensor descriptors run too,
-triton_split.PREFIX_DESCRIPTORS), `+split_tail` (a prefix chunk's tail query tile in a program of its own instead
-of with its last full tile, triton_split.JOINT_TAIL), `+sort_nucleus` (top-p's nucleus by a sort of the scores where the logits are
+triton_split.PREFIX_DESCRIPTORS), `+sort_nucleus` (top-p's nucleus by a sort of the scores where the logits are
 16-bit floats too, instead of by their counts, sampling.COUNTED_NUCLEUS) and `+adjacent_counters` (those counts
 added to counters in key order instead of spread over cache lines, sampling.SPREAD_COUNTERS).
 """
@@ -37,7 +36,6 @@ SWITCHES = {  # option -> (module, flag, the flag's value inside the option's bl
     "flash_prompt": (static_step, "CUDNN_PROMPT_ATTENTION", False),
     "uniform_launch": (triton_split, "LAUNCH_BY_CANDIDATES", False),
     "pointer_prefix": (triton_split, "PREFIX_DESCRIPTORS", False),
-    "split_tail": (triton_split, "JOINT_TAIL", False),
     "sort_nucleus": (sampling, "COUNTED_NUCLEUS", False),
     "adjacent_counters": (sampling, "SPREAD_COUNTERS", False),
 }
@@ -119,7 +117,6 @@ class StepBackend:
         label += ", prompt attention by FlashAttention first" if "flash_prompt" in self.options else ""
         label += ", attention partials launched alike for any candidates" if "uniform_launch" in self.options else ""
         label += ", prefix chunks loaded by pointers" if "pointer_prefix" in self.options else ""
-        label += ", a chunk's tail tile in a program of its own" if "split_tail" in self.options else ""
         label += ", top-p by a sort" if "sort_nucleus" in self.options else ""
         label += ", nucleus counters in key order" if "adjacent_counters" in self.options else ""
         if self.kernel != "auto":  # an explicit prefix kernel (+flex, +joint_softmax)

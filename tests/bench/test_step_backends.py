@@ -77,8 +77,6 @@ OFF_SWITCHES = {
                      (triton_prefill, "ENABLED")),
     "pointer_prefix": ("prefix chunks loaded by pointers", (triton_split, "PREFIX_DESCRIPTORS"),
                        (triton_split, "LAUNCH_BY_CANDIDATES")),
-    "split_tail": ("a chunk's tail tile in a program of its own", (triton_split, "JOINT_TAIL"),
-                   (triton_split, "PREFIX_DESCRIPTORS")),
     "sort_nucleus": ("top-p by a sort", (sampling, "COUNTED_NUCLEUS"), (triton_split, "PREFIX_DESCRIPTORS")),
     "adjacent_counters": ("nucleus counters in key order", (sampling, "SPREAD_COUNTERS"), (sampling, "COUNTED_NUCLEUS")),
 }
@@ -98,7 +96,7 @@ def test_a_switch_turns_its_flag_off_inside_the_block_alone(option):
     ("item", "message"),
     [
         ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +split_tail, +sort_nucleus, "
+                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, "
                             "+adjacent_counters, +"
                             + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),

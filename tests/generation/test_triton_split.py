@@ -163,21 +163,6 @@ def test_prefix_chunks_loaded_by_tensor_descriptors_are_the_pointer_loads_bit_fo
     torch.testing.assert_close(described.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
-@needs_interpreter
-def test_a_chunks_tail_tile_computed_by_its_last_full_tiles_program_is_the_tiles_apart_bit_for_bit(monkeypatch):
-    """20 candidates x 4 query heads compute 64 + 16 rows a chunk. With `JOINT_TAIL` (tensor descriptors) the 64-row
-    tile's program computes the 16 rows too, each key block loaded once for both: one program a chunk and key/value
-    head instead of two, and the same parts. `JOINT_TAIL = False` (the benchmarks' A/B) gives the tail its own."""
-    inputs, written = written_inputs(1, 20, 4, 1)
-    arguments = packed_arguments(inputs, written, 2)
-    tiles, grid = [], triton_split.partials_grid
-    monkeypatch.setattr(triton_split, "partials_grid", lambda *a: tiles.append(a[3]) or grid(*a))
-    joint = split_triton_attention(*arguments)
-    monkeypatch.setattr(triton_split, "JOINT_TAIL", False)
-    assert torch.equal(split_triton_attention(*arguments), joint) and tiles == [1, 2]
-    torch.testing.assert_close(joint.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
-
-
 def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
     inputs, written = written_inputs(1, 2, 2, 1)
     per_row, prefix_keys, prefix_values, prefix_bias, key, value, suffix_mask, scale, repeats = inputs

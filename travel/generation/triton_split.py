@@ -77,41 +77,25 @@ MERGE_WARPS = 4
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
 FUSED_MERGE_ENABLED = False  # True: one candidate merged in the partials launch (bench/generation.py's +fused_merge)
 PREFIX_DESCRIPTORS = True  # False: the prefix chunks read by pointers where TMA runs too (bench/generation.py's +pointer_prefix)
-# a chunk's tail tile computed by the program of its last full tile, each key block loaded once for both (tensor
-# descriptors only); False: a program of its own (bench/generation.py's +split_tail)
-JOINT_TAIL = True
 
 if triton is not None:
     import triton.language as tl
 
     # the online softmax the kernels below share, over keys by pointers or by tensor descriptors
-    from travel.generation.triton_varlen import attend_described_keys, attend_described_pair, attend_keys
-
-    def _chunk_queries(Q, unit, kv_head, m, d, stride_qr, stride_qh, stride_qg, per_prompt, repeats, GROUP: tl.constexpr):
-        """Prefix chunk `unit`'s queries `m` of key/value head `kv_head` (query m of the chunk's prompt is row
-        prompt x repeats + m // GROUP, group entry m % GROUP), and which of them exist."""
-        valid = m < repeats * GROUP
-        row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
-        q = tl.load(Q + row[:, None] * stride_qr + kv_head * stride_qh + (m % GROUP)[:, None] * stride_qg + d[None, :],
-                    mask=valid[:, None], other=0.0)
-        return q, valid
-
-    def _store_part(PART, PART_LSE, unit, kv_head, m, d, valid, out, lse, stride_pc, stride_ph, stride_pj, stride_lc,
-                    stride_lh):
-        """Chunk `unit`'s part and log-sum-exp for its queries `m` of key/value head `kv_head`."""
-        tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
-                 out.to(PART.dtype.element_ty), mask=valid[:, None])
-        tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
+    from travel.generation.triton_varlen import attend_described_keys, attend_keys
 
     def _chunk_part(Q, K, V, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, m, d,
                     stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
                     stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, per_prompt, repeats,
                     GROUP: tl.constexpr, TILE_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     DESCRIBED: tl.constexpr):
-        """Prefix chunk `unit`'s queries `m` (a tile of TILE_M) of key/value head `kv_head` (`_chunk_queries`): writes
-        their part and log-sum-exp. DESCRIBED: the chunk's keys and values by the tensor descriptors KD/VD instead of
-        pointers K/V."""
-        q, valid = _chunk_queries(Q, unit, kv_head, m, d, stride_qr, stride_qh, stride_qg, per_prompt, repeats, GROUP)
+        """Prefix chunk `unit`'s queries `m` (a tile of TILE_M) of key/value head `kv_head`: query m of the chunk's
+        prompt is row prompt x repeats + m // GROUP, group entry m % GROUP. Writes their part and log-sum-exp.
+        DESCRIBED: the chunk's keys and values by the tensor descriptors KD/VD instead of pointers K/V."""
+        valid = m < repeats * GROUP
+        row = ((unit // per_prompt) * repeats + m // GROUP).to(tl.int64)
+        q = tl.load(Q + row[:, None] * stride_qr + kv_head * stride_qh + (m % GROUP)[:, None] * stride_qg + d[None, :],
+                    mask=valid[:, None], other=0.0)
         first = tl.load(chunk_offsets + unit)
         k_count = tl.load(chunk_offsets + unit + 1) - first
         if DESCRIBED:
@@ -120,24 +104,9 @@ if triton is not None:
             k_start = first.to(tl.int64)  # 64-bit: token x stride can pass 2**31
             out, lse = attend_keys(q, K + k_start * stride_kt + kv_head * stride_kh, V + k_start * stride_vt + kv_head * stride_vh,
                                    stride_kt, stride_vt, k_count, m, scale_log2, False, TILE_M, BLOCK_N, HEAD_DIM)
-        _store_part(PART, PART_LSE, unit, kv_head, m, d, valid, out, lse, stride_pc, stride_ph, stride_pj, stride_lc, stride_lh)
-
-    def _chunk_pair(Q, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, m, m_tail, d,
-                    stride_qr, stride_qh, stride_qg, stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2,
-                    per_prompt, repeats, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
-        """`_chunk_part` of a full tile `m` and the tail tile `m_tail` in one program, by tensor descriptors: each
-        key block is loaded once for both (see `JOINT_TAIL`)."""
-        q, valid = _chunk_queries(Q, unit, kv_head, m, d, stride_qr, stride_qh, stride_qg, per_prompt, repeats, GROUP)
-        q_tail, valid_tail = _chunk_queries(Q, unit, kv_head, m_tail, d, stride_qr, stride_qh, stride_qg, per_prompt,
-                                            repeats, GROUP)
-        first = tl.load(chunk_offsets + unit)
-        k_count = tl.load(chunk_offsets + unit + 1) - first
-        out, lse, out_tail, lse_tail = attend_described_pair(q, q_tail, KD, VD, first, k_count, kv_head * HEAD_DIM,
-                                                             scale_log2, BLOCK_M, TAIL_M, BLOCK_N, HEAD_DIM)
-        _store_part(PART, PART_LSE, unit, kv_head, m, d, valid, out, lse, stride_pc, stride_ph, stride_pj, stride_lc, stride_lh)
-        _store_part(PART, PART_LSE, unit, kv_head, m_tail, d, valid_tail, out_tail, lse_tail, stride_pc, stride_ph,
-                    stride_pj, stride_lc, stride_lh)
+        tl.store(PART + unit * stride_pc + kv_head * stride_ph + m[:, None] * stride_pj + d[None, :],
+                 out.to(PART.dtype.element_ty), mask=valid[:, None])
+        tl.store(PART_LSE + unit * stride_lc + kv_head * stride_lh + m, lse, mask=valid)
 
     def _suffix_part(Q, SK, SV, SPART, SPART_LSE, lengths, row, kv_head, m, valid, d,
                      stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
@@ -159,28 +128,22 @@ if triton is not None:
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
         OUT, COUNTS, stride_or, stride_oh, stride_og,
-        scale_log2, chunk_count, repeats, full_blocks, tiles, kv_heads,
+        scale_log2, chunk_count, repeats, full_blocks, kv_heads,
         GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, SUFFIX_M: tl.constexpr,
         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr,
         SUFFIX_TILES: tl.constexpr, MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr, DESCRIBED: tl.constexpr,
-        JOINT: tl.constexpr,
     ):
         """One program per chunk tile (tile, chunk, key/value head), then one per suffix tile (tile, key/value head,
-        row): a flat grid of the programs that have work (see `partials_grid`). A chunk has `tiles` programs: its
-        full tiles and its tail tile, or with JOINT its full tiles, the last of which computes the tail tile too."""
+        row): a flat grid of the programs that have work (see `partials_grid`)."""
         program = tl.program_id(0)
+        tiles = full_blocks + (TAIL_M > 0)
         chunk_programs = tiles * chunk_count * kv_heads
         d = tl.arange(0, HEAD_DIM)
         if program < chunk_programs:  # a prefix chunk: a full query tile, or the tail tile after them
             block = program % tiles
             unit = (program // tiles) % chunk_count
             kv_head = program // (tiles * chunk_count)
-            if JOINT and block == full_blocks - 1:
-                _chunk_pair(Q, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M),
-                            full_blocks * BLOCK_M + tl.arange(0, TAIL_M), d, stride_qr, stride_qh, stride_qg,
-                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
-                            GROUP, BLOCK_M, TAIL_M, BLOCK_N, HEAD_DIM)
-            elif block < full_blocks:
+            if block < full_blocks:
                 _chunk_part(Q, K, V, KD, VD, PART, PART_LSE, chunk_offsets, unit, kv_head, block * BLOCK_M + tl.arange(0, BLOCK_M), d,
                             stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
@@ -256,10 +219,7 @@ if triton is not None:
                     stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr,
                     stride_th, stride_or, stride_oh, stride_og, GROUP, PER_PROMPT, BLOCK_C, HEAD_DIM)
 
-    _chunk_queries = triton.jit(_chunk_queries)
-    _store_part = triton.jit(_store_part)
     _chunk_part = triton.jit(_chunk_part)
-    _chunk_pair = triton.jit(_chunk_pair)
     _merge_rows = triton.jit(_merge_rows)
     _suffix_part = triton.jit(_suffix_part)
     _PARTIALS = triton.jit(_partials_kernel)
@@ -348,9 +308,6 @@ def split_triton_attention(
     partial_strides = (*part.stride()[:3], *part_lse.stride()[:2], *suffix.stride()[:3], *suffix_lse.stride()[:2])
     block, full_blocks, tail = chunk_tiles(queries)
     block_keys, warps = partials_launch(chunks.prompts, repeats, block)
-    described = PREFIX_DESCRIPTORS and chunks.tma and all(table.stride(1) == head_dim for table in (prefix_keys, prefix_values))
-    joint = JOINT_TAIL and described and tail > 0
-    tiles = full_blocks + (tail > 0 and not joint)  # a chunk's programs
     suffix_block = min(query_block(group), block)
     suffix_tiles = -(-group // suffix_block)
     merge_block, merge_warps = merge_launch(group)
@@ -358,6 +315,7 @@ def split_triton_attention(
     if fused_merge and chunks.counters.numel() != rows * kv_heads:
         raise ValueError(f"prefix_attention='split_triton': {chunks.counters.numel()} merge counters for {rows} prompt(s) "
                          f"x {kv_heads} key/value heads")
+    described = PREFIX_DESCRIPTORS and chunks.tma and all(table.stride(1) == head_dim for table in (prefix_keys, prefix_values))
     if described:  # (tokens, kv heads x head dim) tables in blocks of a key block's rows x one head's entries
         key_table, value_table = (TensorDescriptor.from_tensor(table.flatten(1), [block_keys, head_dim])
                                   for table in (prefix_keys, prefix_values))
@@ -365,16 +323,15 @@ def split_triton_attention(
         key_table, value_table = prefix_keys, prefix_values  # (unread)
     merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
                        "HEAD_DIM": head_dim}
-    _PARTIALS[(partials_grid(chunk_count, rows, kv_heads, tiles, suffix_tiles),)](
+    _PARTIALS[(partials_grid(chunk_count, rows, kv_heads, full_blocks + (tail > 0), suffix_tiles),)](
         per_row, prefix_keys, prefix_values, key_table, value_table, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
         output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],  # (counters unread unfused)
-        scale / LN2, chunk_count, repeats, full_blocks, tiles, kv_heads,
+        scale / LN2, chunk_count, repeats, full_blocks, kv_heads,
         POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=suffix_block, SUFFIX_TILES=suffix_tiles,
-        BLOCK_N=block_keys, MERGE_M=merge_block, FUSED_MERGE=fused_merge, DESCRIBED=described, JOINT=joint,
-        **merge_constants,
+        BLOCK_N=block_keys, MERGE_M=merge_block, FUSED_MERGE=fused_merge, DESCRIBED=described, **merge_constants,
         num_warps=warps, num_stages=STAGES,
     )
     if not fused_merge:

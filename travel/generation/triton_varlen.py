@@ -113,24 +113,6 @@ if triton is not None:
         return softmax_result(m_i, l_i, acc)
 
     @triton.jit
-    def attend_described_pair(q, q_tail, key_table, value_table, k_start, k_count, column, scale_log2,
-                              BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                              HEAD_DIM: tl.constexpr):
-        """`attend_described_keys` for two query tiles, `q` (BLOCK_M rows) and `q_tail` (TAIL_M rows), each key
-        block loaded once for both: each tile's output and log-sum-exp."""
-        m_i, l_i, acc = softmax_start(BLOCK_M, HEAD_DIM)
-        m_t, l_t, acc_t = softmax_start(TAIL_M, HEAD_DIM)
-        for n0 in range(0, k_count, BLOCK_N):
-            keep = (n0 + tl.arange(0, BLOCK_N) < k_count)[None, :]
-            k = tl.trans(key_table.load([k_start + n0, column]))
-            v = value_table.load([k_start + n0, column])
-            m_i, l_i, acc = softmax_block(q, k, v, keep, m_i, l_i, acc, scale_log2)
-            m_t, l_t, acc_t = softmax_block(q_tail, k, v, keep, m_t, l_t, acc_t, scale_log2)
-        out, lse = softmax_result(m_i, l_i, acc)
-        out_tail, lse_tail = softmax_result(m_t, l_t, acc_t)
-        return out, lse, out_tail, lse_tail
-
-    @triton.jit
     def softmax_result(m_i, l_i, acc):
         """The online softmax's output normalised over its keys and its base-2 log-sum-exp (-inf, with a zero output,
         for a query that saw no key)."""
