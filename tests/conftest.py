@@ -7,10 +7,52 @@ from pathlib import Path
 import pytest
 import torch
 
+def patch_language_once_per_launch() -> None:
+    """Triton's interpreter patches triton.language for a launch, and again at every device-function call inside it,
+    though the launch's patch is still in place (about a fifth of an interpreted decode test's time): here a call
+    inside a launch reuses the patch of each language module that is patched already (a device function of another
+    module may see another one, as triton.language.standard sees triton.language.core). Left as it is where the
+    interpreter's internals differ."""
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter
+    except ImportError:  # no triton: its tests skip
+        return
+    patch, launch = getattr(interpreter, "_patch_lang", None), getattr(interpreter.GridExecutor, "__call__", None)
+    if patch is None or launch is None or getattr(patch, "once_per_launch", False):
+        return
+    patched: set[int] | None = None  # the language modules patched in the launch under way, None outside launches
+
+    class Unpatched:
+        def restore(self) -> None:
+            pass
+
+    def patch_once(fn):
+        modules = {id(value) for value in fn.__globals__.values() if value is tl or value is tl.core}
+        if patched is not None and modules <= patched:
+            return Unpatched()
+        if patched is not None:
+            patched.update(modules)
+        return patch(fn)
+
+    def launch_patching_once(self, *args, **kwargs):
+        nonlocal patched
+        patched = set()
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            patched = None
+
+    patch_once.once_per_launch = True
+    interpreter._patch_lang = patch_once
+    interpreter.GridExecutor.__call__ = launch_patching_once
+
+
 if not torch.cuda.is_available():
     # Triton's interpreter runs the project's Triton kernels on CPU tensors (travel/generation/triton_varlen.py); it
     # is read when triton is imported, so it is set before any test module imports it. A GPU runs the compiled kernels.
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    patch_language_once_per_launch()
 
 # Each xdist worker takes its share of torch's intra-op threads: with a thread per core in every worker, the
 # workers' threads contend for the cores (the generation tests ran about 7% faster on two cores with one thread each).
