@@ -1,7 +1,8 @@
 """The reduced preference smoke runs that several test modules read: `python launch.py experiment=smoke
-algorithm=X` for the four preference algorithms on 2 train rows and one epoch (one iteration, the current-copy
-comparator), logging to W&B offline. tests/conftest.py runs them once per session (`preference_smoke_runs`).
-`HISTORY_RUN` is MADPO-iter's two iterations against a history1 comparator."""
+algorithm=X` for the four preference algorithms on 2 train rows and one epoch, logging to W&B offline.
+MARLHF-iter runs one iteration against the current-copy comparator; MADPO-iter two iterations against a history1
+comparator (its second iteration replays the first one's pairs and compares against a stored policy checkpoint).
+tests/conftest.py runs them once per session (`preference_smoke_runs`)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,8 @@ def launch(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
 def smoke_overrides(algorithm: str) -> list[str]:
     """What the reduced smoke run of `algorithm` sets on the command line."""
     extra = DPO_REDUCED if algorithm.startswith("madpo") else []
-    return [f"algorithm={algorithm}", *REDUCED, *extra, *OFFLINE_WANDB]
-
-
-HISTORY_RUN = [*smoke_overrides("madpo_iter"), "comparator=history1", "algorithm.num_iterations=2"]
+    history = ["comparator=history1", "algorithm.num_iterations=2"] if algorithm == "madpo_iter" else []
+    return [f"algorithm={algorithm}", *REDUCED, *extra, *history, *OFFLINE_WANDB]
 
 
 def run_all(base: Path) -> dict[str, tuple[Path, str]]:

@@ -2,8 +2,9 @@
 (two at a time), on a reduced schedule: 2 train rows, one epoch (tests/preference_runs.py). Each run directory
 is checked against what the run must have produced: stored pairs whose token ids are exactly the generated
 continuations of the stored texts under the row's own prompt, reward distributions over the declared range
-(iterative runs), eval/* at the env steps the schedule implies, iter/* only for iterative runs, and a console
-report that keeps collected candidates, pairs, replayed pairs and env steps apart. The runs log to W&B offline,
+(iterative runs, each iteration), eval/* at the env steps the schedule implies, iter/* only for iterative runs, and
+a console report that keeps collected candidates, pairs, replayed pairs and env steps apart (MADPO-iter runs two
+iterations, the second replaying pairs of the first). The runs log to W&B offline,
 read back from its run files: preference runs upload eval/* and iter/* only, never turn_1/*. A run in which
 every comparison ties must fail."""
 
@@ -60,57 +61,69 @@ def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(run
 
     # pairs stored, with the exact generated tokens: prefill + decode(ids) is the stored action text, and the
     # prompt ids are the row's own rendered role prompt
+    iterations = int(config.algorithm.get("num_iterations") or 1)
     store = ReplayStore(run_dir / "preference_replay", "decentralized")
-    assert store.reload() == [1]
-    pairs = store.load(1)
-    assert len(pairs) >= 1
+    assert store.reload() == list(range(1, iterations + 1))
+    shards = [store.load(iteration) for iteration in range(1, iterations + 1)]
+    assert all(len(shard) >= 1 for shard in shards)
     tokenizer = build_offline_tokenizer()
     data = DataModule(instantiate(config.data), instantiate(config.curriculum))
     rows = {row.source_index: row for row in data.split.train}
-    for pair in pairs:
-        assert pair.winner_reward > pair.loser_reward
-        for agent in (0, 1):
-            request = role_request(tokenizer, rows[pair.row_index], agent)
-            assert pairs.prompt_ids(pair, agent) == tuple(request.prompt_ids)
-            for side in (pair.winner, pair.loser):
-                sequence = side.sequences[agent]
-                decoded = tokenizer.decode(list(sequence.ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
-                assert side.texts[agent] == assistant_prefill(agent) + decoded and decoded.endswith("}]}")
-                assert len(sequence.mask) == len(sequence.ids) and 0 < sum(sequence.mask) < len(sequence.ids)
+    for pairs in shards:
+        for pair in pairs:
+            assert pair.winner_reward > pair.loser_reward
+            for agent in (0, 1):
+                request = role_request(tokenizer, rows[pair.row_index], agent)
+                assert pairs.prompt_ids(pair, agent) == tuple(request.prompt_ids)
+                for side in (pair.winner, pair.loser):
+                    sequence = side.sequences[agent]
+                    decoded = tokenizer.decode(list(sequence.ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                    assert side.texts[agent] == assistant_prefill(agent) + decoded and decoded.endswith("}]}")
+                    assert len(sequence.mask) == len(sequence.ids) and 0 < sum(sequence.mask) < len(sequence.ids)
+    stored = sum(len(pairs) for pairs in shards)
 
     logged = records(run_dir)
     eval_steps = [r["env_step"] for r in logged if "eval/reward" in r]
     final = json.loads((run_dir / "eval_final.json").read_text())
     if algorithm.startswith("madpo"):
+        # batches of 1 pair; each iteration trains as many pairs as it collected (replayed ones among them)
         updates = [r["env_step"] for r in logged if "train/dpo_loss" in r]
-        assert updates == [config.algorithm.environment_steps_per_pair * n for n in range(1, len(pairs) + 1)]  # batches of 1 pair
+        assert updates == [config.algorithm.environment_steps_per_pair * n for n in range(1, stored + 1)]
         assert eval_steps == expected_dpo_eval_steps(updates, int(config.algorithm.eval_every_updates))
     else:
         per_epoch = len(rows) * int(config.algorithm.num_generations)
-        epochs = int(config.algorithm.num_train_epochs) * int(config.algorithm.get("num_iterations") or 1)
+        epochs = int(config.algorithm.num_train_epochs) * iterations
         assert eval_steps == [e * per_epoch for e in range(epochs)] + [epochs * per_epoch]
         assert [r["env_step"] for r in logged if "train/reward_model_loss" in r] == [0]
     assert final["env_step"] == eval_steps[-1]
 
     iterative = algorithm.endswith("_iter")
     iteration_records = [r for r in logged if "iter/current_iteration" in r]
-    distribution = run_dir / "reward_distributions" / "iteration_0001.json"
+    distributions = sorted(p.name for p in (run_dir / "reward_distributions").glob("*.json"))
     if iterative:
-        assert [r["iter/current_iteration"] for r in iteration_records] == [1]
-        assert iteration_records[0]["iter/current_preference_pairs"] == len(pairs)
-        payload = json.loads(distribution.read_text())
-        assert payload["num_bins"] == 16 and len(payload["bin_edges"]) == 17
-        assert [payload["reward_min"], payload["reward_max"]] == [config.reward.min_reward, config.reward.max_reward]
-        assert payload["bin_edges"][0] == config.reward.min_reward and payload["bin_edges"][-1] == config.reward.max_reward
-        candidates = len(rows) * 2 * int(config.algorithm.preference_num_candidates)  # target + comparator
-        assert payload["candidate"]["target"]["sample_count"] + payload["candidate"]["comparator"]["sample_count"] == candidates
+        assert [r["iter/current_iteration"] for r in iteration_records] == list(range(1, iterations + 1))
+        assert [r["iter/current_preference_pairs"] for r in iteration_records] == [len(pairs) for pairs in shards]
+        assert [r["iter/train_preference_pairs"] for r in iteration_records] == [len(pairs) for pairs in shards]
+        assert distributions == [f"iteration_{i:04d}.json" for i in range(1, iterations + 1)]
+        for name in distributions:
+            payload = json.loads((run_dir / "reward_distributions" / name).read_text())
+            assert payload["num_bins"] == 16 and len(payload["bin_edges"]) == 17
+            assert [payload["reward_min"], payload["reward_max"]] == [config.reward.min_reward, config.reward.max_reward]
+            assert payload["bin_edges"][0] == config.reward.min_reward and payload["bin_edges"][-1] == config.reward.max_reward
+            candidates = len(rows) * 2 * int(config.algorithm.preference_num_candidates)  # target + comparator
+            assert payload["candidate"]["target"]["sample_count"] + payload["candidate"]["comparator"]["sample_count"] == candidates
     else:
-        assert iteration_records == [] and not distribution.exists()
+        assert iteration_records == [] and distributions == []
 
     report = console_report(stdout)
-    assert report["collected candidates"] == len(rows) * int(config.algorithm.preference_num_candidates) * (2 if iterative else 1)
-    assert report["preference pairs"] == len(pairs)
-    assert report["replayed pairs"] == 0  # one collection: nothing comes from an earlier iteration
+    per_collection = len(rows) * int(config.algorithm.preference_num_candidates) * (2 if iterative else 1)
+    assert report["collected candidates"] == per_collection * iterations
+    assert report["preference pairs"] == stored
+    assert report["trained pairs"] == stored
+    # only a later iteration's training draws from an earlier shard
+    assert report["replayed pairs"] <= sum(len(pairs) for pairs in shards[1:])
+    if iterations == 1:
+        assert report["replayed pairs"] == 0
     assert report["env steps"] == eval_steps[-1]
 
 
@@ -121,7 +134,8 @@ def test_preference_runs_upload_eval_and_iter_metrics_only(runs, algorithm):
     run_dir, _ = runs[algorithm]
     rows = history_rows(offline_run_file(run_dir))
     name, group, tags = run_identity(offline_run_file(run_dir))
-    stem = "travel-" + algorithm.replace("_", "-") + ("-currentcmp" if algorithm.endswith("_iter") else "")
+    teacher = {"madpo_iter": "-history1cmp", "marlhf_iter": "-currentcmp"}.get(algorithm, "")  # the comparators
+    stem = "travel-" + algorithm.replace("_", "-") + teacher
     assert name == f"{stem}-seed42-local"
     assert group == stem + ("-replay-lambda_decay0.8" if algorithm.endswith("_iter") else "")
     assert algorithm in tags and ("replay-lambda_decay0.8" in tags) == algorithm.endswith("_iter")

@@ -1,12 +1,11 @@
-"""Preference runs survive too: the reduced smoke runs of MADPO, MARLHF and MARLHF-iter (tests/preference_runs.py,
-MARLHF-iter with its reward model) and MADPO-iter's two iterations against a history1 comparator, stopped by
-SIGTERM and resumed with resume=auto, write the records and the final weights of the same run uninterrupted,
-bit for bit.
+"""Preference runs survive too: the reduced smoke runs of the four preference algorithms (tests/preference_runs.py:
+MARLHF-iter with its reward model, MADPO-iter's two iterations against a history1 comparator), stopped by SIGTERM
+and resumed with resume=auto, write the records and the final weights of the same run uninterrupted, bit for bit.
 
-The signal goes out once the run has logged its first collection (the history1 run: its second iteration's), so
-the run stops at the next checkpoint point with training still ahead: MADPO's first DPO batch, MARLHF's first
-online evaluation after its reward-model fit, and the history1 run's second iteration, whose comparator is the
-policy checkpoint the resumed run restores.
+The signal goes out once the run has logged its first collection (MADPO-iter: its second iteration's), so the run
+stops at the next checkpoint point with training still ahead: MADPO's first DPO batch, MARLHF's first online
+evaluation after its reward-model fit, and MADPO-iter's second iteration, whose comparator is the policy
+checkpoint the resumed run restores.
 """
 
 from __future__ import annotations
@@ -18,20 +17,15 @@ import pytest
 
 from tests.checkpoint.test_resume import records, weights
 from tests.kill import terminate_when
-from tests.preference_runs import ALGORITHMS, ENV, HISTORY_RUN, command, launch, smoke_overrides
+from tests.preference_runs import ALGORITHMS, ENV, command, launch, smoke_overrides
 from travel.checkpoint.store import complete_checkpoints
 
-# MADPO-iter resumes with its history1 comparator (the current-copy one adds nothing a resume could lose)
-CASES = {
-    **{algorithm: smoke_overrides(algorithm) for algorithm in ALGORITHMS if algorithm != "madpo_iter"},
-    "madpo_iter_history1": HISTORY_RUN,
-}
-SIGNAL_AFTER = {"madpo_iter_history1": '"iter/current_iteration": 2'}  # else the first collection's record
+SIGNAL_AFTER = {"madpo_iter": '"iter/current_iteration": 2'}  # else the first collection's record
 
 
 def stop_and_resume(run_dir):
     """The run stopped by SIGTERM (see the module docstring): (checkpoints left, status, the resumed run)."""
-    overrides = CASES[run_dir.name]
+    overrides = smoke_overrides(run_dir.name)
     child = subprocess.Popen(
         command(run_dir, *overrides), cwd=run_dir.parent, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
@@ -43,22 +37,18 @@ def stop_and_resume(run_dir):
 
 @pytest.fixture(scope="module")
 def resumed(preference_smoke_runs, tmp_path_factory):
-    """{case: (reference run dir, resumed run dir, checkpoints left by the stop, its status, the resumed run)}."""
+    """{algorithm: (reference run dir, resumed run dir, checkpoints left by the stop, its status, the resumed run)}."""
     base = tmp_path_factory.mktemp("preference_resume")
-    history_reference = base / "reference" / "madpo_iter_history1"
-    history_reference.parent.mkdir()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        reference_run = pool.submit(launch, history_reference, *HISTORY_RUN)
-        outcomes = dict(zip(CASES, pool.map(stop_and_resume, [base / case for case in CASES])))
-        assert reference_run.result().returncode == 0, reference_run.result().stderr[-5000:]
-    references = {algorithm: run_dir for algorithm, (run_dir, _) in preference_smoke_runs.items()}
-    references["madpo_iter_history1"] = history_reference
-    return {case: (references[case], base / case, *outcomes[case]) for case in CASES}
+        outcomes = dict(zip(ALGORITHMS, pool.map(stop_and_resume, [base / algorithm for algorithm in ALGORITHMS])))
+    return {
+        algorithm: (preference_smoke_runs[algorithm][0], base / algorithm, *outcomes[algorithm]) for algorithm in ALGORITHMS
+    }
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_a_stopped_preference_run_resumes_to_the_uninterrupted_records_and_weights(resumed, case):
-    reference, run_dir, stopped, status, result = resumed[case]
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_stopped_preference_run_resumes_to_the_uninterrupted_records_and_weights(resumed, algorithm):
+    reference, run_dir, stopped, status, result = resumed[algorithm]
     assert status.startswith("failed\nRunInterrupted: SIGTERM at env step "), status
     assert stopped and f"wrote {run_dir / 'checkpoints' / stopped[-1]};" in status, (stopped, status)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
