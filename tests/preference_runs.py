@@ -1,7 +1,8 @@
 """The reduced preference smoke runs that several test modules read: `python launch.py experiment=smoke
 algorithm=X` for the four preference algorithms on 2 train rows and one epoch, logging to W&B offline.
 MARLHF-iter runs one iteration against the current-copy comparator; MADPO-iter two iterations against a history1
-comparator (its second iteration replays the first one's pairs and compares against a stored policy checkpoint).
+comparator (its second iteration samples its training pairs from both iterations' shards and compares against
+a stored policy checkpoint).
 tests/conftest.py runs them once per session (`preference_smoke_runs`)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ is checked against what the run must have produced: stored pairs whose token ids
 continuations of the stored texts under the row's own prompt, reward distributions over the declared range
 (iterative runs, each iteration), eval/* at the env steps the schedule implies, iter/* only for iterative runs, and
 a console report that keeps collected candidates, pairs, replayed pairs and env steps apart (MADPO-iter runs two
-iterations, the second replaying pairs of the first). The runs log to W&B offline,
+iterations, the second sampling its pairs from both iterations' shards). The runs log to W&B offline,
 read back from its run files: preference runs upload eval/* and iter/* only, never turn_1/*. A run in which
 every comparison ties must fail."""
 
