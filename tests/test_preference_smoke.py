@@ -80,7 +80,8 @@ def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(run
                     decoded = tokenizer.decode(list(sequence.ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
                     assert side.texts[agent] == assistant_prefill(agent) + decoded and decoded.endswith("}]}")
                     assert len(sequence.mask) == len(sequence.ids) and 0 < sum(sequence.mask) < len(sequence.ids)
-    stored = sum(len(pairs) for pairs in shards)
+    shard_sizes = [len(pairs) for pairs in shards]
+    stored = sum(shard_sizes)
 
     logged = records(run_dir)
     eval_steps = [r["env_step"] for r in logged if "eval/reward" in r]
@@ -98,30 +99,30 @@ def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(run
     assert final["env_step"] == eval_steps[-1]
 
     iterative = algorithm.endswith("_iter")
+    # candidates sampled per collection: the target's, and as many of the comparator's in iterative runs
+    per_collection = len(rows) * int(config.algorithm.preference_num_candidates) * (2 if iterative else 1)
     iteration_records = [r for r in logged if "iter/current_iteration" in r]
     distributions = sorted(p.name for p in (run_dir / "reward_distributions").glob("*.json"))
     if iterative:
         assert [r["iter/current_iteration"] for r in iteration_records] == list(range(1, iterations + 1))
-        assert [r["iter/current_preference_pairs"] for r in iteration_records] == [len(pairs) for pairs in shards]
-        assert [r["iter/train_preference_pairs"] for r in iteration_records] == [len(pairs) for pairs in shards]
+        assert [r["iter/current_preference_pairs"] for r in iteration_records] == shard_sizes
+        assert [r["iter/train_preference_pairs"] for r in iteration_records] == shard_sizes
         assert distributions == [f"iteration_{i:04d}.json" for i in range(1, iterations + 1)]
         for name in distributions:
             payload = json.loads((run_dir / "reward_distributions" / name).read_text())
             assert payload["num_bins"] == 16 and len(payload["bin_edges"]) == 17
             assert [payload["reward_min"], payload["reward_max"]] == [config.reward.min_reward, config.reward.max_reward]
             assert payload["bin_edges"][0] == config.reward.min_reward and payload["bin_edges"][-1] == config.reward.max_reward
-            candidates = len(rows) * 2 * int(config.algorithm.preference_num_candidates)  # target + comparator
-            assert payload["candidate"]["target"]["sample_count"] + payload["candidate"]["comparator"]["sample_count"] == candidates
+            assert payload["candidate"]["target"]["sample_count"] + payload["candidate"]["comparator"]["sample_count"] == per_collection
     else:
         assert iteration_records == [] and distributions == []
 
     report = console_report(stdout)
-    per_collection = len(rows) * int(config.algorithm.preference_num_candidates) * (2 if iterative else 1)
     assert report["collected candidates"] == per_collection * iterations
     assert report["preference pairs"] == stored
     assert report["trained pairs"] == stored
     # only a later iteration's training draws from an earlier shard
-    assert report["replayed pairs"] <= sum(len(pairs) for pairs in shards[1:])
+    assert report["replayed pairs"] <= sum(shard_sizes[1:])
     if iterations == 1:
         assert report["replayed pairs"] == 0
     assert report["env steps"] == eval_steps[-1]
