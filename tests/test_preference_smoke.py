@@ -121,10 +121,8 @@ def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(run
     assert report["collected candidates"] == per_collection * iterations
     assert report["preference pairs"] == stored
     assert report["trained pairs"] == stored
-    # only a later iteration's training draws from an earlier shard
-    assert report["replayed pairs"] <= sum(shard_sizes[1:])
-    if iterations == 1:
-        assert report["replayed pairs"] == 0
+    # only a later iteration's training draws from an earlier shard (none with one iteration)
+    assert 0 <= report["replayed pairs"] <= sum(shard_sizes[1:])
     assert report["env steps"] == eval_steps[-1]
 
 
