@@ -32,11 +32,11 @@ def launch(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     )
 
 
-def smoke_overrides(algorithm: str) -> list[str]:
-    """What the reduced smoke run of `algorithm` sets on the command line."""
+def smoke_overrides(algorithm: str, wandb: bool = True) -> list[str]:
+    """What the reduced smoke run of `algorithm` sets on the command line (`wandb`: logging to W&B offline too)."""
     extra = DPO_REDUCED if algorithm.startswith("madpo") else []
     history = ["comparator=history1", "algorithm.num_iterations=2"] if algorithm == "madpo_iter" else []
-    return [f"algorithm={algorithm}", *REDUCED, *extra, *history, *OFFLINE_WANDB]
+    return [f"algorithm={algorithm}", *REDUCED, *extra, *history, *(OFFLINE_WANDB if wandb else [])]
 
 
 def run_all(base: Path) -> dict[str, tuple[Path, str]]:

@@ -6,6 +6,10 @@ The signal goes out once the run has logged its first collection (MADPO-iter: it
 stops at the next checkpoint point with training still ahead: MADPO's first DPO batch, MARLHF's first online
 evaluation after its reward-model fit, and MADPO-iter's second iteration, whose comparator is the policy
 checkpoint the resumed run restores.
+
+The stopped and resumed runs log to metrics.jsonl alone, without W&B (whose start-up is about 4 s of each launch):
+the records compared are metrics.jsonl's, and W&B's own resume, the same code for every algorithm (travel/run.py),
+is checked on MAGRPO's stopped run (tests/checkpoint/test_resume.py).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ SIGNAL_AFTER = {"madpo_iter": '"iter/current_iteration": 2'}  # else the first c
 
 def stop_and_resume(run_dir):
     """The run stopped by SIGTERM (see the module docstring): (checkpoints left, status, the resumed run)."""
-    overrides = smoke_overrides(run_dir.name)
+    overrides = smoke_overrides(run_dir.name, wandb=False)
     child = subprocess.Popen(
         command(run_dir, *overrides), cwd=run_dir.parent, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
