@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from travel.generation import sampling, static_step, triton_prefill, triton_rotary, triton_split
-from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
+from travel.generation.options import PREFIX_KERNELS
+from travel.generation.prefix_attention import prefix_kernel
 
 SWITCHES = {  # option -> (module, flag, the flag's value inside the option's block)
     "torch_rotary": (triton_rotary, "ENABLED", False),

@@ -49,7 +49,7 @@ from travel.algorithms.dpo import joint_dpo_update
 from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
 from travel.algorithms.rollout import JointRolloutSampler
-from travel.generation.prefix_attention import PREFIX_KERNELS
+from travel.generation.options import PREFIX_KERNELS
 from travel.reward import score_joint_actions
 from travel.run import Run
 

@@ -51,6 +51,20 @@ def test_dry_run_on_synthetic_rows(tmp_path):
     assert "eval panels" in result.stdout and "5040 env steps" in result.stdout
 
 
+def test_a_dry_run_checks_the_options_without_loading_the_model_code(tmp_path):
+    """mode=dry reads the decoder's option vocabularies from travel/generation/options.py and never imports the
+    decoder or transformers, so it (and a sweep's parent process) starts in seconds."""
+    code = (
+        "import runpy, sys; sys.argv = [sys.argv[0], 'mode=dry', 'data=synthetic']; "
+        f"runpy.run_path({str(LAUNCH)!r}, run_name='__main__'); "
+        "print('loaded:', sorted(name for name in ('transformers', 'travel.generation.decoder') if name in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert dry_reports(tmp_path / "outputs")  # the dry run ran to its report
+    assert "loaded: []" in result.stdout, result.stdout[-2000:]
+
+
 def test_dry_run_on_the_real_train_rows(tmp_path, shared_data_dir):
     launch(
         tmp_path, "mode=dry", "data=local", f"data.path={shared_data_dir / 'train.jsonl'}",

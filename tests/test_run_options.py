@@ -25,6 +25,7 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["generation.max_new_tokens=0"], "generation.max_new_tokens=0"),
         (["generation.temperature=abc"], "generation.temperature='abc'"),
         (["generation.max_value_tokens=2.5"], "generation.max_value_tokens=2.5"),
+        (["generation.values=json"], "generation.values='json': choose one of free, catalog"),
         (["hardware.agent_devices=[cuda:7]"], "hardware.agent_devices[0]='cuda:7'"),
         (["seed=abc"], "seed='abc'"),
         (["curriculum.eval_per_cell=0"], "curriculum.eval_per_cell=0"),

@@ -26,7 +26,7 @@ def check_run_options(run: "Run") -> None:
     from travel.agents.devices import check_declared_device
     from travel.algorithms.evaluation import eval_rows_per_call_option
     from travel.algorithms.rollout import rows_per_call_option
-    from travel.generation.decoder import VALUE_MODES
+    from travel.generation.options import DECODE_WEIGHTS, VALUE_MODES, check_choice, check_decode_matmul
 
     seed, threads = run.cfg.seed, run.cfg.hardware.get("torch_threads")
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -52,8 +52,7 @@ def check_run_options(run: "Run") -> None:
     rows_per_call_option(OmegaConf.select(generation, "rows_per_call", default=None))
     eval_rows_per_call_option(OmegaConf.select(generation, "eval_rows_per_call", default=1))
     values = OmegaConf.select(generation, "values", default="free")
-    if values not in VALUE_MODES:
-        raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
+    check_choice("generation.values", values, VALUE_MODES)
     if not _number("generation.temperature", generation.temperature) > 0:
         raise ValueError(f"generation.temperature={generation.temperature}: must be > 0")
     if not 0 < _number("generation.top_p", generation.top_p) <= 1:
@@ -91,15 +90,10 @@ def check_run_options(run: "Run") -> None:
             raise ValueError(
                 f"hardware.compute_dtype={compute_dtype!r}: not a floating torch dtype (bfloat16, float16, float32)"
             ) from None
-    from travel.generation.decode_weights import DECODE_WEIGHTS
-
     decode_weights = hardware.get("decode_weights", "master")
-    if decode_weights not in DECODE_WEIGHTS:
-        raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
+    check_choice("hardware.decode_weights", decode_weights, DECODE_WEIGHTS)
     if decode_weights == "copy" and compute_dtype is None:
         raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
-    from travel.generation.skinny_matmul import check_decode_matmul
-
     check_decode_matmul(hardware.get("decode_matmul", "split_k"))
     gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)
     devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}

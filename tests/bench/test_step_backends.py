@@ -9,7 +9,7 @@ import pytest
 
 from bench.step_backends import StepBackend
 from travel.generation import StructuredDecoder, sampling, static_step, triton_prefill, triton_rotary, triton_split
-from travel.generation.prefix_attention import PREFIX_KERNELS
+from travel.generation.options import PREFIX_KERNELS
 
 
 def test_an_item_sets_every_part_it_names():

@@ -31,8 +31,7 @@ from typing import Any
 import torch
 
 from travel.generation.fused_projections import FusedStorage, install
-
-DECODE_WEIGHTS = ("master", "copy", "fused", "folded")
+from travel.generation.options import DECODE_WEIGHTS
 
 
 class DecodeWeights:

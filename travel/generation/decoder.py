@@ -25,7 +25,7 @@ import torch
 from travel.agents.models import resolve_dtype
 from travel.generation.compiled_forward import prompt_forward
 from travel.generation.decode_loop import decode_loop, jump_width
-from travel.generation.decode_weights import DECODE_WEIGHTS, DecodeWeights
+from travel.generation.decode_weights import DecodeWeights
 from travel.generation.fused_projections import layers_to_fuse
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
@@ -40,11 +40,19 @@ from travel.generation.model_io import (
 from travel.generation.jump_step import JumpDecodeStep, SharedPrefixJumpStep
 from travel.generation.phase_clock import PhaseClock
 from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
-from travel.generation.prefix_attention import PREFIX_KERNELS, prefix_kernel
+from travel.generation.options import (
+    DECODE_WEIGHTS,
+    PREFIX_KERNELS,
+    PROMPT_CACHE_SHARING,
+    STEP_BACKENDS,
+    VALUE_MODES,
+    check_choice,
+    check_decode_matmul,
+)
+from travel.generation.prefix_attention import prefix_kernel
 from travel.generation.sampling import validate_sampling
 from travel.generation.shared_prefix import SharedPrefixDecodeStep, shared_prefix_supported
 from travel.generation.skeleton import SlotPlan, build_slot_plan
-from travel.generation.skinny_matmul import check_decode_matmul
 from travel.generation.static_step import (
     StaticDecodeStep,
     aligned_capacity,
@@ -53,9 +61,6 @@ from travel.generation.static_step import (
 )
 from travel.generation.value_trie import TrieCache, checked_slot_values
 
-STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")
-PROMPT_CACHE_SHARING = ("auto", "always", "never")
-VALUE_MODES = ("free", "catalog")
 SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
             "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced",
             "compile_decode", "compile_prefill", "prefix_attention", "decode_matmul")  # what `with_model` copies
@@ -125,19 +130,14 @@ class StructuredDecoder:
         if max_value_tokens < 1:
             raise ValueError(f"max_value_tokens must be >= 1, got {max_value_tokens}")
         validate_sampling(temperature, top_p)
-        if step_backend not in STEP_BACKENDS:
-            raise ValueError(f"step_backend={step_backend!r}: choose one of {', '.join(STEP_BACKENDS)}")
-        if share_prompt_cache not in PROMPT_CACHE_SHARING:
-            raise ValueError(f"share_prompt_cache={share_prompt_cache!r}: choose one of {', '.join(PROMPT_CACHE_SHARING)}")
-        if values not in VALUE_MODES:
-            raise ValueError(f"generation.values={values!r}: choose one of {', '.join(VALUE_MODES)}")
-        if decode_weights not in DECODE_WEIGHTS:
-            raise ValueError(f"hardware.decode_weights={decode_weights!r}: choose one of {', '.join(DECODE_WEIGHTS)}")
+        check_choice("step_backend", step_backend, STEP_BACKENDS)
+        check_choice("share_prompt_cache", share_prompt_cache, PROMPT_CACHE_SHARING)
+        check_choice("generation.values", values, VALUE_MODES)
+        check_choice("hardware.decode_weights", decode_weights, DECODE_WEIGHTS)
         if decode_weights == "copy" and compute_dtype is None:
             raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
         check_decode_matmul(decode_matmul)
-        if prefix_attention not in PREFIX_KERNELS:
-            raise ValueError(f"prefix_attention={prefix_attention!r}: choose one of {', '.join(PREFIX_KERNELS)}")
+        check_choice("prefix_attention", prefix_attention, PREFIX_KERNELS)
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
             raise ValueError("the tokenizer needs a pad or eos token to pad prompts and finished rows")
         self.model = model

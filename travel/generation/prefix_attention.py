@@ -64,6 +64,7 @@ from travel.generation.flash_calls import (
     flash_varlen,
     varlen_reference,
 )
+from travel.generation.options import PREFIX_KERNELS
 from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix
 from travel.generation.triton_split import split_triton_attention
 from travel.generation.triton_varlen import triton_available, triton_runs, triton_varlen
@@ -73,7 +74,6 @@ try:
 except ImportError:  # torch < 2.5
     flex_attention = None  # type: ignore[assignment]
 
-PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash", "chunked_triton", "split_triton")
 _COMPILED_FLEX: Any = None
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from travel.generation.options import check_decode_matmul
 from travel.generation.triton_prefill import prefill_kernels_run, residual_linear, rms_rows
 from travel.generation.triton_varlen import triton
 
@@ -48,7 +49,6 @@ BLOCK_N = 64  # columns of one program's tile
 BLOCK_K = 128  # inner-dimension entries per loop iteration
 WAVES = 1  # programs per multiprocessor the slices aim at
 MAX_SPLITS = 8
-DECODE_MATMULS = ("split_k", "cublas")
 
 if triton is not None:
     import triton.language as tl
@@ -192,13 +192,6 @@ def split_k_runs(x: torch.Tensor) -> bool:
     Tensor attributes and sizes alone, which torch.compile reads as constants of the step."""
     half = x.dtype in (torch.float16, torch.bfloat16)
     return triton is not None and x.is_cuda and half and x.numel() // x.shape[-1] <= MAX_ROWS
-
-
-def check_decode_matmul(matmul: str) -> str:
-    """`matmul` if it is a hardware.decode_matmul choice, else a ValueError naming the option."""
-    if matmul not in DECODE_MATMULS:
-        raise ValueError(f"hardware.decode_matmul={matmul!r}: choose one of {', '.join(DECODE_MATMULS)}")
-    return matmul
 
 
 def split_plan(weight: torch.Tensor, matmul: str, normed: bool = False) -> SplitPlan | None:
