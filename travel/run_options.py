@@ -26,7 +26,7 @@ def check_run_options(run: "Run") -> None:
     from travel.agents.devices import check_declared_device
     from travel.algorithms.evaluation import eval_rows_per_call_option
     from travel.algorithms.rollout import rows_per_call_option
-    from travel.generation.options import DECODE_WEIGHTS, VALUE_MODES, check_choice, check_decode_matmul
+    from travel.generation.options import VALUE_MODES, check_choice, check_decode_matmul, check_decode_weights
 
     seed, threads = run.cfg.seed, run.cfg.hardware.get("torch_threads")
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -90,10 +90,7 @@ def check_run_options(run: "Run") -> None:
             raise ValueError(
                 f"hardware.compute_dtype={compute_dtype!r}: not a floating torch dtype (bfloat16, float16, float32)"
             ) from None
-    decode_weights = hardware.get("decode_weights", "master")
-    check_choice("hardware.decode_weights", decode_weights, DECODE_WEIGHTS)
-    if decode_weights == "copy" and compute_dtype is None:
-        raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
+    check_decode_weights(hardware.get("decode_weights", "master"), compute_dtype)
     check_decode_matmul(hardware.get("decode_matmul", "split_k"))
     gpus = _number("hardware.num_gpus", hardware.num_gpus, integer=True)
     devices = {f"hardware.agent_devices[{i}]": device for i, device in enumerate(hardware.agent_devices)}

@@ -41,13 +41,13 @@ from travel.generation.jump_step import JumpDecodeStep, SharedPrefixJumpStep
 from travel.generation.phase_clock import PhaseClock
 from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
 from travel.generation.options import (
-    DECODE_WEIGHTS,
     PREFIX_KERNELS,
     PROMPT_CACHE_SHARING,
     STEP_BACKENDS,
     VALUE_MODES,
     check_choice,
     check_decode_matmul,
+    check_decode_weights,
 )
 from travel.generation.prefix_attention import prefix_kernel
 from travel.generation.sampling import validate_sampling
@@ -133,9 +133,7 @@ class StructuredDecoder:
         check_choice("step_backend", step_backend, STEP_BACKENDS)
         check_choice("share_prompt_cache", share_prompt_cache, PROMPT_CACHE_SHARING)
         check_choice("generation.values", values, VALUE_MODES)
-        check_choice("hardware.decode_weights", decode_weights, DECODE_WEIGHTS)
-        if decode_weights == "copy" and compute_dtype is None:
-            raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
+        check_decode_weights(decode_weights, compute_dtype)
         check_decode_matmul(decode_matmul)
         check_choice("prefix_attention", prefix_attention, PREFIX_KERNELS)
         if getattr(tokenizer, "pad_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:

@@ -19,6 +19,14 @@ def check_choice(option: str, value: object, choices: tuple[str, ...]) -> str:
     return value  # type: ignore[return-value]
 
 
+def check_decode_weights(layout: str, compute_dtype: object) -> str:
+    """`layout` if it is a hardware.decode_weights choice that `compute_dtype` allows (a `copy` is made in it)."""
+    check_choice("hardware.decode_weights", layout, DECODE_WEIGHTS)
+    if layout == "copy" and compute_dtype is None:
+        raise ValueError("hardware.decode_weights=copy needs hardware.compute_dtype: the dtype of the copy")
+    return layout
+
+
 def check_decode_matmul(matmul: str) -> str:
     """`matmul` if it is a hardware.decode_matmul choice, else a ValueError naming the option."""
     return check_choice("hardware.decode_matmul", matmul, DECODE_MATMULS)
