@@ -7,6 +7,12 @@ equal score kept or dropped together (a sort alone would split them in whatever 
 Greedy takes the argmax over legal tokens; torch.argmax returns the first maximum, so ties go to the
 lowest token id.
 
+Probability mass is counted in integers: each token's weight exp(score - top score), computed in float64, is
+rounded to units of 2**-32 (`mass_units`), so every sum of weights is exact whatever the order of its additions.
+The sort and the count, compiled or plain, on a GPU or on any CPU (AVX2 or AVX-512 kernels), then draw the same
+threshold for the same scores; with float sums they could split the tokens whose mass above lay within rounding of
+top_p (tests/generation/test_sampling.py).
+
 The nucleus is found from a threshold score: by sorting the scores (`top_p_filter`), or, where every logit is a
 16-bit float (a bfloat16 or float16 model's output head, `nucleus_bins`), from a count of the tokens at each of
 the 65,536 values that float can hold (`half_top_p_filter`): the same rule without a sort of the vocabulary.
@@ -38,7 +44,11 @@ def blocked_argmax(x: torch.Tensor, block: int = ARGMAX_BLOCK) -> torch.Tensor:
 
     TorchInductor reduces an argmax in one program per row: over a 151,936-token row that took 0.10 ms on an H200
     whether at 1 row or 20, where reading the row takes about a microsecond. The first block holding the maximum
-    holds its first occurrence, so the two-level argmax is the same index, ties and all."""
+    holds its first occurrence, so the two-level argmax is the same index, ties and all. A mask (bool or 8-bit)
+    is reduced as int32: TorchInductor's AVX2 code for a maximum with its index over 8-bit integers returns
+    indices out of range (torch 2.13; tests/generation/test_compiled_loop.py catches it under AVX2)."""
+    if x.dtype in (torch.bool, torch.uint8, torch.int8):
+        x = x.to(torch.int32)
     width = x.shape[-1]
     lowest = float("-inf") if x.is_floating_point() else torch.iinfo(x.dtype).min
     blocks = torch.nn.functional.pad(x, (0, -width % block), value=lowest).unflatten(-1, (-1, block))
@@ -68,16 +78,31 @@ def blocked_cumsum(x: torch.Tensor, block: int = SCAN_BLOCK) -> torch.Tensor:
     return (blocks + before[..., None]).flatten(-2)[..., :width]
 
 
+MASS_BITS = 32  # a weight of at most 1 in 2**-32 units: a row of 151,936 tokens sums to under 2**53 units
+
+
+def mass_units(scores: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """int64 exp(scores - top) in units of 2**-MASS_BITS, the exponential in float64; 0 where a score is -inf."""
+    weights = torch.exp(scores.double() - top.double()) * float(1 << MASS_BITS)
+    return torch.where(torch.isfinite(scores), torch.round(weights), 0.0).long()
+
+
+def within_top_p(above: torch.Tensor, total: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Whether a mass `above` (int64 units) holds less than `top_p` of the row's `total`: exact integers compared
+    in float64, so the test is the same wherever it runs."""
+    return above.double() < top_p * total.double()
+
+
 def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Set to -inf every token outside the nucleus (the module docstring's rule): the scores sorted, the
-    probability above each, and the lowest score whose tokens above hold less than `top_p` as the threshold."""
+    """Set to -inf every token outside the nucleus (the module docstring's rule): the scores sorted, the mass
+    above each in integer units, and the lowest score whose tokens above hold less than `top_p` as the threshold."""
     if top_p >= 1.0:
         return scores
     ordered = torch.sort(scores, dim=-1, descending=True).values
-    probabilities = ordered.softmax(dim=-1)
-    above = torch.nn.functional.pad(blocked_cumsum(probabilities)[..., :-1], (1, 0))  # the mass sorted before each
-    kept = (above < top_p).sum(dim=-1, keepdim=True).clamp(min=1)  # the first token always (above = 0)
-    return scores.masked_fill(scores < ordered.gather(-1, kept - 1), float("-inf"))
+    units = mass_units(ordered, ordered[..., :1])
+    above = torch.nn.functional.pad(blocked_cumsum(units)[..., :-1], (1, 0))  # the mass sorted before each
+    kept = within_top_p(above, units.sum(dim=-1, keepdim=True), top_p).sum(dim=-1, keepdim=True).clamp(min=1)
+    return scores.masked_fill(scores < ordered.gather(-1, kept - 1), float("-inf"))  # the first token always
 
 
 HALF_VALUES = 1 << 16  # the bit patterns of a 16-bit float
@@ -124,8 +149,8 @@ def half_top_p_filter(scores: torch.Tensor, logits: torch.Tensor, legal: torch.T
     """`top_p_filter(scores, top_p)` for `scores` = masked_logits(logits, legal) / temperature where `bins`
     (`nucleus_bins`) holds the logits: each row's count of legal tokens per key, the weight of every key from
     its count and its score, the mass above each key from the top, and the lowest key whose mass above is less
-    than `top_p` of the row's as the threshold. The counts are integers, so the threshold does not depend on the
-    order in which the GPU adds them."""
+    than `top_p` of the row's as the threshold. Counts and masses are integers, so the threshold is the sort's
+    and does not depend on the order in which the kernels add them."""
     if top_p >= 1.0:
         return scores
     keys = half_keys(logits, bins.dtype)
@@ -137,11 +162,11 @@ def half_top_p_filter(scores: torch.Tensor, logits: torch.Tensor, legal: torch.T
     present = counts > 0
     bin_scores = bins.float() / temperature  # each token's score, as `scores` computes it
     top = torch.where(present, bin_scores, float("-inf")).amax(dim=-1, keepdim=True)
-    weights = torch.where(present, counts.float() * torch.exp(bin_scores - top), 0.0)
-    from_top = blocked_cumsum(weights.flip(-1))  # the mass at or above each key, the highest key first
+    units = torch.where(present, counts.long() * mass_units(bin_scores, top), 0)
+    from_top = blocked_cumsum(units.flip(-1))  # the mass at or above each key, the highest key first
     above = torch.nn.functional.pad(from_top[..., :-1], (1, 0)).flip(-1)
     # an empty key has the mass above of the next key up that holds tokens, so the lowest key below the mass holds some
-    lowest = blocked_argmax((above < top_p * from_top[..., -1:]).to(torch.uint8))
+    lowest = blocked_argmax(within_top_p(above, from_top[..., -1:], top_p))
     return scores.masked_fill(keys < lowest[:, None], float("-inf"))
 
 
@@ -230,7 +255,7 @@ def sample_choice(
 def ensure_legal(chosen: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     """`chosen`, except that a row whose choice is not legal (NaN logits) takes its lowest legal id."""
     is_legal = legal.gather(1, chosen[:, None]).squeeze(1)
-    return torch.where(is_legal, chosen, blocked_argmax(legal.to(torch.uint8)))
+    return torch.where(is_legal, chosen, blocked_argmax(legal))
 
 
 def validate_sampling(temperature: float, top_p: float) -> None:
