@@ -50,6 +50,7 @@ from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_
 from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
 from travel.algorithms.rollout import JointRolloutSampler
 from travel.generation.options import PREFIX_KERNELS
+from travel.logging.memory_plan import GIB, MemoryPlan
 from travel.reward import score_joint_actions
 from travel.run import Run
 
@@ -125,6 +126,12 @@ def compiled_shape(layout: Any) -> list[tuple[Any, ...]]:
     ]
 
 
+def predicted_peak(run: Run, rows: list[Any]) -> float | None:
+    """The memory plan's peak (GiB, the largest over devices) for the rows this benchmark runs."""
+    peaks = MemoryPlan(run, train_rows=rows).peaks()
+    return max(peaks.values()) / GIB if peaks else None
+
+
 def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
     rows = list(run.data.split.train)[: int(cfg.algorithm.rollout_buffer_size)]
     k = int(cfg.algorithm.num_generations)
@@ -164,6 +171,7 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
             "projected_hours": total * PAPER_ENV_STEPS / 3600,
         }
 
+    predicted = predicted_peak(run, rows)
     settings = [measure("as configured")]
     compiled = compiled_shape(layout)
     for text in args.variant:
@@ -177,7 +185,7 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
             torch.cuda.empty_cache()
     sampler.close()
     layout.close()
-    return {"algorithm": "magrpo", "rows": len(rows), "k": k, **settings[0], "settings": settings}
+    return {"algorithm": "magrpo", "rows": len(rows), "k": k, **settings[0], "predicted_peak_gib": predicted, "settings": settings}
 
 
 def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
@@ -191,6 +199,7 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
     comparator = PolicySource(layout, batch_size)  # the current copy: the same weights at an iteration's start
     train_batch = int(cfg.algorithm.train_batch_size)
     measured = []
+    predicted = predicted_peak(run, [train[index % len(train)] for index in range(1 + args.buffers)])
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     for index in range(1 + args.buffers):
@@ -224,6 +233,7 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
         "s_per_row": {**per_row, "total": sum(per_row.values())},
         "update_s_per_pair": per_row["update"] / pairs if pairs else None,
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "predicted_peak_gib": predicted,
         "projected_hours": projected / 3600,
         "projection": f"{iterations} iterations x {len(train)} train rows",
     }
@@ -240,6 +250,8 @@ def format_magrpo(r: dict[str, Any]) -> str:
         f"peak GiB | projected {PAPER_ENV_STEPS} env steps |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    if r.get("predicted_peak_gib") is not None:
+        lines.insert(1, f"(memory plan for these rows, as configured: {r['predicted_peak_gib']:.1f} GiB)")
     for setting in r["settings"]:
         if "error" in setting:
             lines.append(f"| {setting['setting']} | {setting['error']} | | | | | |")
@@ -257,12 +269,13 @@ def format_madpo_iter(r: dict[str, Any]) -> str:
     s = r["s_per_row"]
     peak = "n/a" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
     per_pair = "n/a" if r["update_s_per_pair"] is None else f"{r['update_s_per_pair']:.2f}"
+    planned = "n/a" if r.get("predicted_peak_gib") is None else f"{r['predicted_peak_gib']:.1f}"
     return "\n".join(
         [
             f"MADPO-iter, per train row ({r['candidates_per_row']} joint candidates, {r['pairs_per_row']:.1f} pairs)",
-            "| collection s / row | reward s / row | update s / row | update s / pair | peak GiB | projected run |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: |",
-            f"| {s['collection']:.1f} | {s['reward']:.2f} | {s['update']:.1f} | {per_pair} | {peak} | "
+            "| collection s / row | reward s / row | update s / row | update s / pair | peak GiB | planned GiB | projected run |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {s['collection']:.1f} | {s['reward']:.2f} | {s['update']:.1f} | {per_pair} | {peak} | {planned} | "
             f"{r['projected_hours']:.2f} h ({r['projection']}) |",
         ]
     )

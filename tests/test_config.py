@@ -80,6 +80,16 @@ def test_unknown_group_option_lists_the_choices():
         compose_config("curriculum=steep")
 
 
+@pytest.mark.parametrize("group, wrong", [("experiment", "smokee"), ("model", "qwen3"), ("hardware", "h100")])
+def test_a_misspelled_experiment_model_or_preset_is_an_error_listing_the_choices(group, wrong):
+    """No group is optional in the defaults list: a name that is not there never falls back to the default run."""
+    with pytest.raises(MissingConfigException) as raised:
+        compose_config(f"{group}={wrong}")
+    choices = sorted(path.stem for path in (CONF / group).glob("*.yaml"))
+    assert f"Could not find '{group}/{wrong}'" in str(raised.value)
+    assert all(choice in str(raised.value) for choice in choices) and len(choices) >= 4
+
+
 def test_local_data_without_a_path_fails_naming_the_option():
     cfg = compose_config("data=local")
     with pytest.raises(Exception, match="data.path"):

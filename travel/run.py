@@ -14,9 +14,11 @@ from typing import Any, Callable, Optional
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from travel.agents.hardware import HardwareConfig
 from travel.algorithms.config import AlgorithmConfig
 from travel.algorithms.registry import AlgorithmSpec, TrainingParts, algorithm_config, spec_for
 from travel.data.module import DataModule
+from travel.generation.config import GenerationConfig
 from travel.io import write_text_atomic
 
 
@@ -61,6 +63,16 @@ class Run:
     @cached_property
     def reward_config(self):
         return build(self.cfg.reward)
+
+    @cached_property
+    def hardware(self) -> HardwareConfig:
+        """The typed `hardware=` preset (travel/agents/hardware.py), validated."""
+        return HardwareConfig.from_mapping(self.cfg.hardware)
+
+    @cached_property
+    def generation(self) -> GenerationConfig:
+        """The typed `generation=` options (travel/generation/config.py), validated."""
+        return GenerationConfig.from_mapping(self.cfg.generation)
 
     @cached_property
     def algorithm(self) -> AlgorithmConfig:
@@ -146,13 +158,12 @@ class Run:
             ),
         )
         model_factory = instantiate(self.cfg.model, _partial_=True)
-        generation = self.cfg.generation
         actors = sampler = None
         try:
             actors = instantiate(self.cfg.actor)(
                 model_factory,
-                self.cfg.hardware,
-                generation,
+                self.hardware,
+                self.generation,
                 learning_rate=self.algorithm.learning_rate,
                 seed=int(self.cfg.seed),
             )
@@ -173,7 +184,7 @@ class Run:
                 score=self.score,
                 comparator_spec=self.comparator_spec,
                 model_factory=model_factory,
-                gradient_checkpointing=bool(OmegaConf.select(self.cfg, "hardware.gradient_checkpointing", default=False)),
+                gradient_checkpointing=self.hardware.gradient_checkpointing,
                 checkpoints=checkpoints,
                 resume=resume,
                 stop=stop,
@@ -237,13 +248,9 @@ class Run:
         from travel.algorithms.evaluation import Evaluator
         from travel.algorithms.rollout import JointRolloutSampler
 
-        generation, split = self.cfg.generation, self.data.split
+        generation, split = self.generation, self.data.split
         sampler = JointRolloutSampler(
-            layout,
-            self.reward_config,
-            score=self.score,
-            parallel=layout.parallel,
-            rows_per_call=OmegaConf.select(generation, "rows_per_call", default=None),
+            layout, self.reward_config, score=self.score, parallel=layout.parallel, rows_per_call=generation.rows_per_call
         )
         evaluator = Evaluator(
             sampler,
@@ -251,8 +258,8 @@ class Run:
             eval_rows=split.eval,
             panel_size=split.panel_size,
             tracker=tracker,
-            greedy=bool(generation.greedy_eval),
-            rows_per_call=int(OmegaConf.select(generation, "eval_rows_per_call", default=1)),
+            greedy=generation.greedy_eval,
+            rows_per_call=generation.eval_rows_per_call,
         )
         return sampler, evaluator
 
@@ -263,10 +270,13 @@ class Run:
         return ComparatorSpec.from_config(self.cfg, self.algorithm)
 
     def check_options(self) -> None:
-        """What both modes check before any weights load (travel/run_options.py)."""
+        """What both modes check before any weights load (travel/run_options.py), then the GPU memory plan against
+        the card (travel/logging/memory_plan.py)."""
+        from travel.logging.memory_plan import check_memory_plan
         from travel.run_options import check_run_options
 
         check_run_options(self)
+        self.memory_plan = check_memory_plan(self, detect=True)
 
     def _training_plan(self):
         """The split after checking every option a training run needs, without loading weights: the options
@@ -279,7 +289,7 @@ class Run:
         from travel.logging.dry_report import excluded_line
 
         print(excluded_line({str(index): reason for index, reason in sorted(split.excluded.items())}).strip())
-        agent_devices(list(self.cfg.hardware.agent_devices), str(self.cfg.hardware.parallel_training))
+        agent_devices(list(self.hardware.agent_devices), self.hardware.parallel_training)
         return split
 
     def _prepare_torch(self) -> None:
@@ -296,10 +306,9 @@ class Run:
         random.seed(seed)
         numpy.random.seed(seed)
         torch.manual_seed(seed)  # seeds every CUDA device too
-        threads = OmegaConf.select(self.cfg, "hardware.torch_threads", default=None)
-        if threads:
-            torch.set_num_threads(int(threads))
-        use_compile_cache(OmegaConf.select(self.cfg, "hardware.compile_cache_dir", default=None))
+        if self.hardware.torch_threads:
+            torch.set_num_threads(self.hardware.torch_threads)
+        use_compile_cache(self.hardware.compile_cache_dir)
 
     def _write_training_outputs(self, result, actors) -> dict[str, Any]:
         """Final actors (output.save_final_model, default true), the initial/final/delta table and the eval plot."""

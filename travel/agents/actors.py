@@ -14,8 +14,10 @@ import torch
 
 from travel.agents.compiled_layers import compile_update_layers
 from travel.agents.devices import agent_devices, move_actor
+from travel.agents.hardware import HardwareConfig
 from travel.agents.models import checkpoint_first_layers
 from travel.agents.parking import HostStash, ParkedActor, park, unpark
+from travel.generation.config import GenerationConfig
 
 if TYPE_CHECKING:
     from travel.agents.layouts import PolicyLayout
@@ -130,8 +132,8 @@ class Actor:
 
 def build_layout(
     model_factory: Callable[..., Any],
-    hardware: Mapping[str, Any],
-    generation: Mapping[str, Any],
+    hardware: HardwareConfig | Mapping[str, Any],
+    generation: GenerationConfig | Mapping[str, Any],
     *,
     learning_rate: float,
     seed: int,
@@ -140,45 +142,42 @@ def build_layout(
     """Validate devices, then load the layout's policies (travel/agents/layouts.py), each with its model,
     AdamW optimizer, decoder and sampling RNG: a decentralized layout has one actor per role on
     `hardware.agent_devices`; a centralized one has one joint actor on the first of them, whose output budget
-    is the sum of the role budgets (generation.max_new_tokens per role)."""
+    is the sum of the role budgets (generation.max_new_tokens per role). `hardware` and `generation` are the typed
+    option groups, or mappings of their options (the missing ones take the defaults)."""
     from travel.agents.layouts import layout_class
 
+    hardware, generation = HardwareConfig.from_mapping(hardware), GenerationConfig.from_mapping(generation)
     cls = layout_class(layout)
-    devices = agent_devices(list(hardware["agent_devices"]), str(hardware.get("parallel_training", "none")))
+    devices = agent_devices(list(hardware.agent_devices), hardware.parallel_training)
     if learning_rate <= 0:
         raise ValueError(f"algorithm.learning_rate={learning_rate}: must be > 0")
     from travel.generation import StructuredDecoder
 
-    compute_dtype = hardware.get("compute_dtype")
     stash = HostStash() if any(device.type == "cuda" for device in devices) else None  # shared: one parks at a time
     actors = []
     for policy, device in enumerate(devices[: cls.num_policies]):
-        loaded = model_factory(device=str(device), gradient_checkpointing=bool(hardware.get("gradient_checkpointing", False)))
-        checkpoint_first_layers(loaded.model, hardware.get("checkpoint_layers"))
-        if hardware.get("compile_update", False):
+        loaded = model_factory(device=str(device), gradient_checkpointing=hardware.gradient_checkpointing)
+        checkpoint_first_layers(loaded.model, hardware.checkpoint_layers)
+        if hardware.compile_update:
             compile_update_layers(loaded.model)
         optimizer = torch.optim.AdamW(loaded.model.parameters(), lr=float(learning_rate))
         decoder = StructuredDecoder(
             loaded.model,
             loaded.tokenizer,
-            max_new_tokens=cls.output_budget(int(generation["max_new_tokens"])),
-            max_value_tokens=int(generation["max_value_tokens"]),
-            temperature=float(generation["temperature"]),
-            top_p=float(generation["top_p"]),
-            values=str(generation.get("values", "free")),
-            jump_forced=bool(generation.get("jump_forced", False)),
-            compute_dtype=compute_dtype,
-            decode_weights=str(hardware.get("decode_weights", "master")),
-            compile_decode=bool(hardware.get("compile_decode", False)),
-            compile_prefill=bool(hardware.get("compile_prefill", False)),
-            decode_matmul=str(hardware.get("decode_matmul", "split_k")),
+            max_new_tokens=cls.output_budget(generation.max_new_tokens),
+            max_value_tokens=generation.max_value_tokens,
+            temperature=generation.temperature,
+            top_p=generation.top_p,
+            values=generation.values,
+            jump_forced=generation.jump_forced,
+            compute_dtype=hardware.compute_dtype,
+            decode_weights=hardware.decode_weights,
+            compile_decode=hardware.compile_decode,
+            compile_prefill=hardware.compile_prefill,
+            decode_matmul=hardware.decode_matmul,
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
         actors.append(
             Actor(policy, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator, stash, joint=cls.joint)
         )
-    return cls(
-        actors,
-        parallel=str(hardware.get("parallel_training", "none")) == "per_device",
-        offload_inactive=bool(hardware.get("offload_inactive_actor", False)),
-    )
+    return cls(actors, parallel=hardware.per_device, offload_inactive=hardware.offload_inactive_actor)

@@ -7,11 +7,9 @@ from typing import Any, Sequence
 
 import torch
 
+from travel.agents.hardware import DeviceError
+
 OPTION = "hardware.agent_devices"
-
-
-class DeviceError(ValueError):
-    """A device option that cannot work on this machine; the message names the option."""
 
 
 def _device_of(where: str, text: Any) -> torch.device:
@@ -40,19 +38,6 @@ def parse_device(text: Any, index: int) -> torch.device:
     if device_index >= count:
         raise DeviceError(f"{where}: this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1})")
     return torch.device("cuda", device_index)
-
-
-def check_declared_device(option: str, text: Any, declared_gpus: int) -> None:
-    """A device option against the hardware option's declared GPU count (`hardware.num_gpus`), without
-    touching CUDA, so mode=dry catches it on any machine."""
-    where = f"{option}={text!r}"
-    device = _device_of(where, text)
-    if device.type == "cpu":
-        return
-    index = 0 if device.index is None else device.index
-    if index >= declared_gpus:
-        gpus = "no GPU" if declared_gpus == 0 else f"{declared_gpus} GPU(s), cuda:0..cuda:{declared_gpus - 1}"
-        raise DeviceError(f"{where}: the hardware option declares {gpus} (hardware.num_gpus)")
 
 
 def agent_devices(devices: Sequence[Any], parallel_training: str = "none") -> tuple[torch.device, ...]:

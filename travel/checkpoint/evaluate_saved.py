@@ -95,8 +95,8 @@ def evaluate_saved(run: "Run") -> dict[str, Any]:
     try:
         layout = instantiate(evaluating.cfg.actor)(
             instantiate(evaluating.cfg.model, _partial_=True),
-            evaluating.cfg.hardware,
-            evaluating.cfg.generation,
+            evaluating.hardware,
+            evaluating.generation,
             learning_rate=evaluating.algorithm.learning_rate,
             seed=int(evaluating.cfg.seed),
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from travel.logging.memory_plan import format_memory_plan
+
 if TYPE_CHECKING:
     from travel.run import Run
 
@@ -60,7 +62,7 @@ def actor_report(run: "Run") -> dict[str, Any]:
     from travel.agents.layouts import layout_class
 
     layout = layout_class(str(run.cfg.actor.layout))
-    role_tokens = int(run.cfg.generation.max_new_tokens)
+    role_tokens = run.generation.max_new_tokens
     return {
         "layout": layout.name,
         "trainable_policies": layout.num_policies,
@@ -77,7 +79,7 @@ def algorithm_budget_report(run: "Run") -> dict[str, Any]:
     budget = run.budget.to_report()
     budget.pop("train_rows")
     budget["budget_details"] = budget.pop("details")
-    return {**budget, "comparator": spec.name, "generation_mode": spec.generation_mode}
+    return {**budget, "comparator": spec.name, "generation_mode": spec.generation_mode, "memory_plan": run.memory_plan}
 
 
 def build_dry_report(run: "Run") -> dict[str, Any]:
@@ -163,5 +165,6 @@ def format_dry_report(report: dict[str, Any]) -> str:
         "  prompts     "
         + ", ".join(f"{role} {v['min']:,}-{v['max']:,} chars (median {v['median']:,})" for role, v in report["prompt_chars"].items()),
         "  contracts   " + ", ".join(f"{reason} {count}" for reason, count in sorted(report["budget_contract"].items())),
+        format_memory_plan(report["memory_plan"]),
     ]
     return "\n".join(lines)
