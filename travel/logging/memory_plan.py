@@ -70,15 +70,16 @@ def layer_activation_bytes(arch: Architecture, c: int, compiled: bool = False) -
 
 def forward_activation_bytes(arch: Architecture, c: int, tokens: int, scored: int, checkpointed: int, compiled: bool = False) -> int:
     """The peak of one forward and backward over `tokens` (a prompt and its packed completions) that scores
-    `scored` positions, with the first `checkpointed` layers checkpointed: the kept activations, one checkpointed
-    layer recomputed, the packed attention mask, and the LM head's logits (in c bytes and float32, with their
-    float32 log-softmax and its gradient)."""
+    `scored` positions, with the first `checkpointed` layers checkpointed, and the packed attention mask
+    throughout. The backward starts with every kept activation (a checkpointed layer's input, the others' whole
+    activations) and the LM head's logits (in c bytes and float32, with their float32 log-softmax and its
+    gradient); it recomputes a checkpointed layer only once the layers after it are freed."""
     per_layer = tokens * layer_activation_bytes(arch, c, compiled)
-    kept = checkpointed * tokens * arch.hidden * c + (arch.layers - checkpointed) * per_layer
-    recomputed = per_layer if checkpointed else 0
-    mask = tokens * tokens * c
+    inputs = checkpointed * tokens * arch.hidden * c
+    kept = inputs + (arch.layers - checkpointed) * per_layer
     head = scored * arch.vocab * (c + 12)
-    return kept + recomputed + mask + head
+    recomputing = inputs + per_layer if checkpointed else 0
+    return max(kept + head, recomputing) + tokens * tokens * c
 
 
 def decode_call_bytes(arch: Architecture, c: int, prompts: tuple[int, ...], candidates: int, action_tokens: int) -> int:
