@@ -72,3 +72,26 @@ def test_the_plan_follows_the_options_that_trade_memory():
     copied = plan("hardware=1x80gb", "hardware.decode_weights=fused")
     for phase in ("generation", "evaluation"):
         assert copied.devices["cuda:0"][phase] - resident.devices["cuda:0"][phase] == pytest.approx(2 * arch.parameters * 2)
+
+
+# Peaks measured by bench/train_step.py (torch.cuda.max_memory_allocated) on real train rows with random_qwen3_4b,
+# rows of docs/performance.md and docs/hardware.md: (algorithm, overrides, rows the benchmark ran, GiB).
+MEASURED = [
+    ("magrpo", ["hardware=1x80gb"], 10, 63.0),  # every layer checkpointed, both actors resident (H200)
+    ("magrpo", ["hardware=1xb200"], 10, 100.5),  # 12 layers checkpointed (H200)
+    ("magrpo", ["hardware=1xb200", "hardware.checkpoint_layers=0"], 10, 120.8),  # none (H200)
+    ("magrpo", ["hardware=1xb200", "hardware.offload_inactive_actor=true", "hardware.gradient_checkpointing=false",
+                "hardware.checkpoint_layers=null", "hardware.compile_update=false"], 10, 123.4),  # parked, eager (H200)
+    ("madpo_iter", ["hardware=1x80gb"], 2, 60.6),  # a warm-up and a measured row (H100)
+]
+
+
+@pytest.mark.parametrize("algorithm, overrides, rows, measured", MEASURED)
+def test_the_plan_is_within_15_percent_of_the_measured_peaks(algorithm, overrides, rows, measured, shared_data_dir):
+    cfg = compose_config(
+        "model=random_qwen3_4b", "data=local", f"data.path={shared_data_dir / 'train.jsonl'}", "curriculum.train_per_cell=4",
+        "curriculum.eval_per_cell=1", f"algorithm={algorithm}", *overrides,
+    )
+    run = Run(cfg)
+    predicted = max(MemoryPlan(run, train_rows=list(run.data.split.train)[:rows]).peaks().values()) / GIB
+    assert predicted == pytest.approx(measured, rel=0.15)

@@ -313,7 +313,10 @@ def check_memory_plan(run: "Run", detect: bool = False) -> dict[str, Any]:
             if changed.devices != plan.devices and not changed.too_large(card):
                 fixes.append(override)
         worst = ", ".join(f"{device} {peak:.1f} GiB" for device, peak in sorted(over.items()))
-        presets = "hardware=1x80gb for an 80 GB card, hardware=1xb200 for 140 GB or more"
+        presets = (
+            "hardware=1x80gb for an 80 GB card, hardware=1xb200 for 140 GB or more, hardware=2gpu_preference for "
+            "the comparator and reward model on a second GPU"
+        )
         raise MemoryPlanError(
             f"hardware={run.hardware.name}: the memory plan needs {worst} on a {card:.0f} GiB card "
             f"(hardware.gpu_memory_gib); "
