@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
+from travel.checkpoint.store import load_plain
 from travel.io import atomic_directory, write_json_atomic
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def restore_preference_state(run: "PreferenceRun", directory: Path) -> Optional[
     from travel.algorithms.replay import batch_from_payload
     from travel.algorithms.results import PreferenceCounts
 
-    state: dict[str, Any] = torch.load(directory / PREFERENCE_STATE, weights_only=False)
+    state: dict[str, Any] = load_plain(directory / PREFERENCE_STATE)
     run.counts = PreferenceCounts(**state["counts"])
     run.rng.setstate(state["rng"])
     if run.comparator is not None and state["comparator_stream"] is not None:

@@ -10,16 +10,22 @@ leaves the previous checkpoints and no partial one under that name), the newest 
   byte length of metrics.jsonl at this point and the W&B run id;
 - what the trainer adds (`extra`): a preference run's replay shards, comparator state and reward model
   (travel/algorithms/preference_checkpoint.py);
+- `digests.json`: the sha256 of every file above;
 - `checkpoint.json`, written last inside the directory: env_step, algorithm, layout.
 
 Resume rebuilds the run from its config, loads all of it, cuts metrics.jsonl back to the recorded length
 and continues, so an interrupted and resumed run writes the same records and weights as an uninterrupted one.
+It first checks every file against its digest: `resume=auto` skips a checkpoint that does not verify (saying
+which file and why) for the newest one that does. Optimizer and RNG states are tensors and plain containers,
+loaded with `weights_only=True`: a file that holds anything else is refused, never unpickled.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pickle
 import random
 import re
 from dataclasses import dataclass
@@ -32,6 +38,7 @@ from travel.io import atomic_directory, remove_directory, write_json_atomic
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_META = "checkpoint.json"
+DIGESTS = "digests.json"
 _NAME = re.compile(r"env_step_(\d+)")
 
 
@@ -40,11 +47,13 @@ class CheckpointError(ValueError):
 
 
 def rng_state(layout: Any) -> dict[str, Any]:
+    """Every generator's state as tensors and plain containers (NumPy's key array as a tensor)."""
     import numpy
 
+    name, keys, position, has_gauss, cached = numpy.random.get_state()
     return {
         "python": random.getstate(),
-        "numpy": numpy.random.get_state(),
+        "numpy": (name, torch.from_numpy(keys.astype(numpy.int64)), int(position), int(has_gauss), float(cached)),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "policies": [None if a.generator is None else a.generator.get_state() for a in layout.actors],
@@ -55,13 +64,63 @@ def restore_rng(state: dict[str, Any], layout: Any) -> None:
     import numpy
 
     random.setstate(state["python"])
-    numpy.random.set_state(state["numpy"])
+    name, keys, position, has_gauss, cached = state["numpy"]
+    numpy.random.set_state((name, keys.numpy().astype(numpy.uint32), position, has_gauss, cached))
     torch.set_rng_state(state["torch"])
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
     for actor, generator_state in zip(layout.actors, state["policies"]):
         if generator_state is not None:
             actor.generator.set_state(generator_state)
+
+
+def load_plain(path: Path) -> Any:
+    """A torch file of tensors and plain containers, loaded with `weights_only=True`; a file holding anything else
+    (which loading could run as code) or one that cannot be read is an error naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as refused:
+        reason = str(refused).strip().splitlines()[0]
+        raise CheckpointError(f"{path}: refused: it holds more than tensors and plain containers ({reason})") from None
+    except (OSError, RuntimeError, EOFError) as unreadable:
+        raise CheckpointError(f"{path}: cannot be read ({unreadable})") from None
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as unreadable:
+        raise CheckpointError(f"{path}: cannot be read ({unreadable})") from None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 24), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_digests(directory: Path) -> dict[str, str]:
+    """The sha256 of every file under `directory` (but the digests and the completion marker), by relative path."""
+    return {
+        path.relative_to(directory).as_posix(): _sha256(path)
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name not in (DIGESTS, CHECKPOINT_META)
+    }
+
+
+def verify_checkpoint(path: Path) -> None:
+    """Every file `digests.json` records is there with its digest, or an error naming the first that is not."""
+    recorded = path / DIGESTS
+    if not recorded.is_file():
+        raise CheckpointError(f"{recorded}: missing (every checkpoint records its files' digests)")
+    for name, digest in load_json(recorded).items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{file}: missing")
+        if _sha256(file) != digest:
+            raise CheckpointError(f"{file}: corrupted (its sha256 is not the one {DIGESTS} recorded)")
 
 
 @dataclass(frozen=True)
@@ -81,11 +140,11 @@ class Checkpoint:
 
     def restore(self, layout: Any) -> None:
         """Weights, optimizer states and every RNG into a freshly built layout of the same run."""
+        optimizers, rng = load_plain(self.path / "optimizers.pt"), load_plain(self.path / "rng.pt")
         layout.load(self.path / "actors")
-        states = torch.load(self.path / "optimizers.pt", map_location="cpu", weights_only=False)
-        for actor, state in zip(layout.actors, states):
+        for actor, state in zip(layout.actors, optimizers):
             actor.optimizer.load_state_dict(state)
-        restore_rng(torch.load(self.path / "rng.pt", weights_only=False), layout)
+        restore_rng(rng, layout)
 
 
 def checkpoint_env_step(path: Path) -> Optional[int]:
@@ -101,22 +160,34 @@ def complete_checkpoints(run_dir: str | Path) -> list[Path]:
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
+    """The complete checkpoint at `path`, every file checked against its digest."""
     path = Path(path)
     if checkpoint_env_step(path) is None:
         raise CheckpointError(f"resume={path}: not a complete checkpoint (checkpoints/env_step_<N> with {CHECKPOINT_META})")
-    meta = json.loads((path / CHECKPOINT_META).read_text())
-    return Checkpoint(path, int(meta["env_step"]), json.loads((path / "trainer.json").read_text()), meta)
+    verify_checkpoint(path)
+    meta = load_json(path / CHECKPOINT_META)
+    return Checkpoint(path, int(meta["env_step"]), load_json(path / "trainer.json"), meta)
 
 
 def resolve_resume(resume: Optional[str], run_dir: str | Path) -> Optional[Checkpoint]:
-    """The checkpoint `resume` names: None without resume; `auto`: the newest complete one of `run_dir` (None
-    when the run has none yet: it starts from the beginning); else the checkpoint directory given."""
+    """The checkpoint `resume` names: None without resume; `auto`: the newest complete one of `run_dir` that
+    verifies, saying which it skipped and why (None when the run has none yet: it starts from the beginning);
+    else the checkpoint directory given."""
     if resume is None:
         return None
-    if resume == "auto":
-        found = complete_checkpoints(run_dir)
-        return load_checkpoint(found[-1]) if found else None
-    return load_checkpoint(resume)
+    if resume != "auto":
+        return load_checkpoint(resume)
+    found = complete_checkpoints(run_dir)
+    reasons = []
+    for path in reversed(found):
+        try:
+            return load_checkpoint(path)
+        except CheckpointError as reason:
+            print(f"resume=auto: skipping {path}: {reason}", flush=True)
+            reasons.append(str(reason))
+    if found:
+        raise CheckpointError(f"resume=auto: no checkpoint of {run_dir} verifies ({'; '.join(reasons)})")
+    return None
 
 
 class CheckpointStore:
@@ -173,6 +244,7 @@ class CheckpointStore:
             write_json_atomic(partial / "trainer.json", record)
             if extra is not None:
                 extra(partial)
+            write_json_atomic(partial / DIGESTS, file_digests(partial))
             write_json_atomic(partial / CHECKPOINT_META, {**self.meta, "env_step": env_step})
         self._last = env_step
         for old in complete_checkpoints(self.run_dir)[: -self.keep]:
