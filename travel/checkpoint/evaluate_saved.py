@@ -6,7 +6,7 @@
 
 The saved run's own config.yaml (found beside `actors/`, or two levels up from a checkpoint) fixes the data,
 split, model, actor layout, generation settings, reward and (unless the command line sets hardware) the
-hardware; the command line gives the logger.
+hardware; the command line gives the logger. A `_target_` in it outside the project (`travel.`) is refused.
 Each policy loads its own weights (actors/agent_0 and agent_1, or actors/joint). The evaluation is the
 terminal one of training: greedy, every eval row, the first panel as the fixed-anchor eval/* point. It
 writes eval_final.json, summary.md and the eval/* record of metrics.jsonl into this run's directory.
@@ -62,9 +62,29 @@ def _overrides_hardware() -> bool:
     return any(item.lstrip("+~").startswith("hardware") for item in HydraConfig.get().overrides.task)
 
 
+OWN_TARGETS = "travel."  # the only `_target_`s a saved config may name
+
+
+def check_own_targets(node: Any, source: Path, where: str = "") -> None:
+    """Every `_target_` in a saved config names the project's own code (under `travel.`), or an error naming the
+    key: evaluating a run directory someone shared must not run code of theirs."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            at = f"{where}.{key}" if where else str(key)
+            if key == "_target_" and not (isinstance(value, str) and value.startswith(OWN_TARGETS)):
+                raise ValueError(f"{source}: {at}={value!r} is not the project's own ({OWN_TARGETS}*): refused")
+            check_own_targets(value, source, at)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            check_own_targets(value, source, f"{where}[{index}]")
+
+
 def saved_run_config(run: "Run", saved: SavedActors, own_hardware: bool = False) -> DictConfig:
-    """The saved run's config with this command's mode and logger, and its hardware when it chose one."""
-    cfg = OmegaConf.load(saved.run_root / "config.yaml")
+    """The saved run's config, built only from the project's own `_target_`s, with this command's mode and logger,
+    and its hardware when it chose one."""
+    path = saved.run_root / "config.yaml"
+    cfg = OmegaConf.load(path)
+    check_own_targets(OmegaConf.to_container(cfg, resolve=False), path)
     for key in ("mode", "logger", *(("hardware",) if own_hardware else ())):
         cfg[key] = run.cfg[key]
     cfg.checkpoint = str(saved.actors)
