@@ -164,6 +164,21 @@ def test_format_progress_ranks_a_list_over_a_copied_string(row, valid_texts):
     assert as_copy.reference_copy_rate > 0.5
 
 
+def test_every_scan_reads_the_first_max_action_chars_and_the_overlong_rate_the_whole_text(row):
+    """What lies past the parser's cap is never scanned: recovered triples and copied reference text count
+    only before it, so any text scores in bounded time, while its whole length still counts as overlong."""
+    from travel.task.actions import MAX_ACTION_CHARS
+
+    index = reference_ngram_index(row.reference_information)
+    triple = '{"day": 1, "field": "current_city", "value": "from Alpha to Beta"} '
+    copied = row.reference_information[:1500] + " "
+    for payload, measure in ((triple, lambda a: a.owned_triple_progress), (copied, lambda a: a.reference_copy_rate)):
+        within = _recover(payload + " " * MAX_ACTION_CHARS, 0, index=index)
+        beyond = _recover(" " * MAX_ACTION_CHARS + payload, 0, index=index)
+        assert measure(within) > 0 and measure(beyond) == 0
+        assert within.overlong_rate == beyond.overlong_rate == 1.0
+
+
 def test_repeated_values_do_not_inflate_progress():
     single = '{"agent_id": 0, "assignments": [{"day": 1, "field": "current_city", "value": "from Alpha to Beta"}]}'
     items = ", ".join(['{"day": 1, "field": "current_city", "value": "from Alpha to Beta"}'] * 9)

@@ -79,6 +79,21 @@ def assert_recovered_only(result: ParseResult, items: int = 1) -> None:
     assert_consistent(result)
 
 
+@pytest.mark.parametrize("where", ["top", "item"])
+def test_a_repeated_key_makes_the_action_not_strict(where):
+    """json.loads would keep the last of two equal keys; a strict action repeats none (the object still
+    decodes, through recovery)."""
+    text = json.dumps(action())
+    if where == "top":
+        text = text.replace('{"agent_id": 0,', '{"agent_id": 1, "agent_id": 0,', 1)
+    else:
+        text = text.replace('"value": "from Alpha to Beta"', '"value": "x", "value": "from Alpha to Beta"', 1)
+    assert text.count('"agent_id"' if where == "top" else '"value"') == 2
+    repeated = parse(text)
+    assert not repeated.strict_json and repeated.decode_success
+    assert parse(json.dumps(action())).strict_json
+
+
 @pytest.mark.parametrize("tag", ["json", "JSON", "python", "text", ""])
 def test_markdown_fence_is_recovered_but_not_strict(tag):
     assert_recovered_only(parse(f"```{tag}\n{json.dumps(action())}\n```"))

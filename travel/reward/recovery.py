@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from travel.reward.penalties import overlong_rate, reference_copy_rate, reference_ngram_index
+from travel.task.actions import MAX_ACTION_CHARS
 from travel.task.fields import PLAN_FIELDS, Slot, owned_slots
 
 # Unrolled quoted-string alternatives and explicit letter classes: this runs on every action text and
@@ -206,7 +207,10 @@ def recover_agent(
     strict_object: bool = False,
 ) -> AgentRecovery:
     """Recovery signals for one agent's text. `strict_object` (the whole text parsed as a JSON object)
-    lets the delimiter scan be skipped: such a text is balanced by construction."""
+    lets the delimiter scan be skipped: such a text is balanced by construction. Every scan reads the text's
+    first MAX_ACTION_CHARS characters (the strict parser's cap), so a text of any size scores in bounded time;
+    the overlong rate counts the whole length."""
+    whole, text = text, text[:MAX_ACTION_CHARS]
     owned = owned_slot_set(agent_id, days)
     lowered = text.lower()
     accepted = accept_owned(parser_assignments, owned)
@@ -241,7 +245,7 @@ def recover_agent(
         assignments_string=float(opener in ('"', "'")),
         closed_delimiters=float(closed),
         reference_copy_rate=reference_copy_rate(lowered, reference_index),
-        overlong_rate=overlong_rate(text, len(owned)),
+        overlong_rate=overlong_rate(whole, len(owned)),
     )
 
 

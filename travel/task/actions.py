@@ -143,13 +143,21 @@ def _recover(stripped: str) -> tuple[bool, Any]:
     return fallback
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (json.loads would keep the last of a repeated key)."""
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise ValueError("a JSON object repeats a key")
+    return dict(pairs)
+
+
 def _decode(text: str) -> tuple[bool, bool, Any]:
-    """(strict_json, decode_success, data)."""
+    """(strict_json, decode_success, data). Strict JSON holds no object with a repeated key; such a text decodes
+    through recovery, not strictly."""
     stripped = text.strip()
     if len(stripped) > MAX_ACTION_CHARS:
         return False, False, None
     try:
-        return True, True, json.loads(stripped)
+        return True, True, json.loads(stripped, object_pairs_hook=_unique_keys)
     except Exception:
         pass
     ok, data = _recover(stripped)
