@@ -57,6 +57,17 @@ FORBIDDEN_FACTORY = "model._target_=tests.test_train_smoke.forbidden_model_facto
         (["hardware.checkpoint_layers=1", "hardware.gradient_checkpointing=false"], "hardware.checkpoint_layers=1 needs hardware.gradient_checkpointing=true"),
         (["logger.mode=offline"], "logger.mode=offline: W&B needs logger=wandb"),
         (["actor.layout=joint"], "actor.layout='joint'"),
+        (["seed=-1"], "seed=-1: expected an integer in [0, 2**32)"),
+        (["checkpoint.keep=0"], "checkpoint.keep=0"),
+        (["checkpoint.every_env_steps=-5"], "checkpoint.every_env_steps=-5"),
+        (["logger=wandb", "logger.mode=bogus"], "logger.mode='bogus': choose one of online, offline, disabled"),
+        (["model.dtype=int3"], "model.dtype='int3': not a floating torch dtype"),
+        (["resume=/nonexistent/dir"], "resume=/nonexistent/dir: not a complete checkpoint"),
+        (["algorithm=madpo_iter", "algorithm.preference_replay_lambda=1.5"], "algorithm.preference_replay_lambda=1.5: must be a number in [0, 1]"),
+        (["algorithm=madpo_iter", "algorithm.preference_replay_lambda=null"], "preference_replay_mode=lambda_decay needs it"),
+        (["actor=centralized", "hardware=2gpu"], "actor=centralized trains one policy, but hardware=2gpu trains one actor per GPU"),
+        (["actor=centralized", "algorithm=madpo_iter", "generation_mode=centralized", "generation_mode.teacher_agent_index=1"],
+         "generation_mode.teacher_agent_index=1: with actor=centralized the joint actor is the only policy"),
     ],
 )
 def test_the_dry_run_rejects_what_training_would_reject(tmp_path, overrides, option):

@@ -10,6 +10,17 @@ from typing import Any, Mapping, TypeVar
 
 T = TypeVar("T")
 
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
+FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64")
+
+
+def float_dtype_name(option: str, value: Any) -> str:
+    """The canonical name of a floating dtype option (aliases such as bf16 accepted), or an error naming it."""
+    name = DTYPE_ALIASES.get(str(value), str(value))
+    if not isinstance(value, str) or name not in FLOAT_DTYPES:
+        raise ValueError(f"{option}={value!r}: not a floating torch dtype (use bfloat16, float16 or float32)")
+    return name
+
 
 def plain_mapping(cfg: Any, group: str) -> dict[str, Any]:
     """A dict of `cfg` (a dict or an OmegaConf node, resolved), or an error naming the group."""

@@ -202,16 +202,9 @@ class Run:
         resume= names (None without one, or for resume=auto before the run has written any)."""
         from travel.checkpoint.store import CheckpointStore, resolve_resume
 
-        if not self.algorithm_spec.checkpoints:
-            if self.resume is not None:
-                raise ValueError(
-                    f"resume={self.resume}: algorithm={self.algorithm.name} writes no checkpoints yet, so it cannot "
-                    f"resume (algorithms with checkpoints: see README, \"Checkpoints, resume and evaluating saved actors\")"
-                )
+        if not self.algorithm_spec.checkpoints:  # resume= was refused already (travel/run_options.py)
             return None, None
-        options = self.cfg.get("checkpoint")
-        if not OmegaConf.is_dict(options):
-            raise ValueError(f"checkpoint={options!r}: training takes checkpoint.every_env_steps and checkpoint.keep")
+        options = self.cfg.checkpoint  # checked with the other options
         meta = {"algorithm": self.algorithm.name, "layout": str(self.cfg.actor.layout)}
         resume = resolve_resume(self.resume, self.run_dir)
         if resume is not None:

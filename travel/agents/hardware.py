@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from travel.options import check_bool, check_int, check_number, from_mapping
+from travel.options import check_bool, check_int, check_number, float_dtype_name, from_mapping
 
 PARALLEL_TRAINING = ("none", "per_device")
-COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -96,8 +95,8 @@ class HardwareConfig:
         for option in ("offload_inactive_actor", "compile_decode", "compile_prefill", "compile_update", "gradient_checkpointing"):
             check_bool(f"hardware.{option}", getattr(self, option))
         check_int("hardware.torch_threads", self.torch_threads, 1, optional=True, none_means="torch's default")
-        if self.compute_dtype is not None and self.compute_dtype not in COMPUTE_DTYPES:
-            raise ValueError(f"hardware.compute_dtype={self.compute_dtype!r}: not a floating torch dtype ({', '.join(COMPUTE_DTYPES)})")
+        if self.compute_dtype is not None:
+            object.__setattr__(self, "compute_dtype", float_dtype_name("hardware.compute_dtype", self.compute_dtype))
         check_decode_weights(self.decode_weights, self.compute_dtype)
         check_decode_matmul(self.decode_matmul)
         if self.compile_cache_dir is not None and (not isinstance(self.compile_cache_dir, str) or not self.compile_cache_dir.strip()):

@@ -201,6 +201,11 @@ class IterativeOptions:
         require_choice(self, "preference_replay_mode", REPLAY_MODES)
         require_optional_int(self, "preference_replay_sample_size", 1)
         require_bool(self, "log_reward_distribution")
+        lam = self.preference_replay_lambda
+        if lam is not None and (isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= 1.0):
+            raise AlgorithmConfigError(f"algorithm.preference_replay_lambda={lam!r}: must be a number in [0, 1] (or null)")
+        if lam is None and self.preference_replay_mode == "lambda_decay":
+            raise AlgorithmConfigError("algorithm.preference_replay_lambda=null: preference_replay_mode=lambda_decay needs it")
 
     @property
     def comparator_candidates(self) -> int:

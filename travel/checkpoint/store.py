@@ -190,6 +190,14 @@ def resolve_resume(resume: Optional[str], run_dir: str | Path) -> Optional[Check
     return None
 
 
+def check_checkpoint_options(keep: Any, every_env_steps: Any) -> None:
+    """`checkpoint.keep` and `checkpoint.every_env_steps`, or an error naming the option."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise CheckpointError(f"checkpoint.keep={keep!r}: expected an integer >= 1")
+    if every_env_steps is not None and (isinstance(every_env_steps, bool) or not isinstance(every_env_steps, int) or every_env_steps < 1):
+        raise CheckpointError(f"checkpoint.every_env_steps={every_env_steps!r}: expected an integer >= 1, or null")
+
+
 class CheckpointStore:
     """Writes the run's checkpoints (see the module docstring) and prunes all but the newest `keep`."""
 
@@ -204,10 +212,7 @@ class CheckpointStore:
     ):
         """`last_env_step`: the env step of the checkpoint a resumed run continues from, where the
         every_env_steps cadence counts on from."""
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise CheckpointError(f"checkpoint.keep={keep!r}: expected an integer >= 1")
-        if every_env_steps is not None and (isinstance(every_env_steps, bool) or not isinstance(every_env_steps, int) or every_env_steps < 1):
-            raise CheckpointError(f"checkpoint.every_env_steps={every_env_steps!r}: expected an integer >= 1, or null")
+        check_checkpoint_options(keep, every_env_steps)
         self.run_dir = Path(run_dir)
         self.keep = keep
         self.every_env_steps = every_env_steps

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from travel.agents.architectures import Architecture, architecture_of
+from travel.options import float_dtype_name
 
 if TYPE_CHECKING:
     from travel.run import Run
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 GIB = 2**30
 VALUE_TOKEN_SHARE = 0.5  # of a generated action's tokens, those the loss scores (the rest is forced JSON)
 CHAT_TEMPLATE_TOKENS = 16  # the chat template's tokens around a prompt
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 PHASES = ("generation", "update", "comparator collection", "reward-model fitting", "evaluation")
 
 
@@ -110,7 +111,7 @@ class MemoryPlan:
     # ---- sizes ------------------------------------------------------------------------------------------
     @property
     def weight_bytes(self) -> int:
-        return DTYPE_BYTES.get(str(self.run.cfg.model.dtype), 4)
+        return DTYPE_BYTES[float_dtype_name("model.dtype", self.run.cfg.model.dtype)]
 
     @property
     def compute_bytes(self) -> int:

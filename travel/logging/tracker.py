@@ -25,10 +25,15 @@ def uploadable(key: str) -> bool:
     return any(pattern.fullmatch(key) for pattern in UPLOADED)
 
 
+WANDB_MODES = ("online", "offline", "disabled")
+
+
 def check_logger_options(backend: str, mode: Optional[str]) -> None:
     """logger=none writes metrics.jsonl only: a W&B mode there is a mistake, named (it would turn W&B on)."""
     if backend == "none" and mode is not None:
         raise ValueError(f"logger.mode={mode}: W&B needs logger=wandb (logger=none writes metrics.jsonl only)")
+    if backend == "wandb" and mode not in (None, *WANDB_MODES):
+        raise ValueError(f"logger.mode={mode!r}: choose one of {', '.join(WANDB_MODES)}")
 
 
 def _jsonable(value: Any) -> Any:
