@@ -25,10 +25,13 @@ OPTIMUM = 1.0
 
 
 def write_rows(path: Path, count: int = 4) -> Path:
-    """`count` 3-day easy rows that differ only in their budget (so each is its own row)."""
+    """`count` 3-day easy rows that differ only in their budget, which their query states (so each is its own
+    query: identical queries load as one row)."""
     with path.open("w") as handle:
         for index in range(count):
-            handle.write(json.dumps(fixture_raw(budget=1000 + 100 * index)) + "\n")
+            raw = fixture_raw(budget=1000 + 100 * index)
+            raw["query"] = raw["query"].replace("$1,000", f"${1000 + 100 * index:,}")
+            handle.write(json.dumps(raw) + "\n")
     return path
 
 

@@ -18,7 +18,9 @@ from tests.fixtures import (
     all_dash_action_text,
     fixture_row,
     five_day_fixture_row,
+    reference_information,
     role_action_text,
+    three_day_records,
     valid_plan_values,
 )
 from travel.reward.joint import (
@@ -169,7 +171,8 @@ def test_self_loop_cannot_erase_the_experience_requirements():
 
 def test_empty_required_role_counts_as_zero_not_vacuous_success():
     # two travel days with a dated flight each: no stay day, so experience has no required slot
-    row = fixture_row(days=2, date=repr(["2022-01-01", "2022-01-03"]))
+    reference = reference_information(three_day_records()).replace("2022-01-01", "2022-01-02")
+    row = fixture_row(days=2, date=repr(["2022-01-02", "2022-01-03"]), reference_information=reference)
     assert [leg.kind for leg in row.scaffold] == ["move", "move"]
     plan = [
         {**VALID[0]},

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, Protocol
 
 from travel.data.catalog import CatalogParseError
 from travel.data.curriculum import CurriculumSplit, ScalableCurriculum
-from travel.data.normalise import normalise_row
+from travel.data.normalise import check_route, normalise_row
 from travel.data.row import TravelRow
 
 
@@ -25,13 +26,44 @@ class DataModule:
         self.curriculum = curriculum
 
     @cached_property
-    def rows(self) -> tuple[TravelRow, ...]:
+    def loaded(self) -> tuple[tuple[TravelRow, ...], dict[int, int]]:
+        """The source's rows, normalised and checked, each query once: a row with the query text and reference
+        information of an earlier one is dropped (source index -> the kept row's), so no query can be both
+        trained on and evaluated."""
         split = getattr(self.source, "split_name", "validation")
-        return tuple(normalise_row(raw, index, split) for index, raw in enumerate(self.source.load_raw()))
+        rows, first, duplicates = [], {}, {}
+        for index, raw in enumerate(self.source.load_raw()):
+            row = normalise_row(raw, index, split)
+            key = (row.query, row.reference_information)
+            if key in first:
+                duplicates[index] = first[key]
+                continue
+            first[key] = index
+            try:
+                row.catalog
+            except CatalogParseError:
+                pass  # reported with the row's reason by catalog_failures / check_catalogs
+            else:
+                check_route(row)
+            rows.append(row)
+        return tuple(rows), duplicates
+
+    @property
+    def rows(self) -> tuple[TravelRow, ...]:
+        return self.loaded[0]
+
+    @property
+    def duplicates(self) -> dict[int, int]:
+        return self.loaded[1]
 
     @cached_property
     def split(self) -> CurriculumSplit:
-        return self.curriculum.split(self.rows)
+        split = self.curriculum.split(self.rows)
+        repeated = {
+            index: f"duplicate of row {kept} (the same query and reference information): dropped"
+            for index, kept in self.duplicates.items()
+        }
+        return replace(split, excluded={**split.excluded, **repeated}) if repeated else split
 
     def catalog_failures(self, rows) -> dict[int, str]:
         """source_index -> error message for every row whose reference catalog does not parse."""

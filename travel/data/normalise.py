@@ -23,6 +23,8 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )
 # Human plans: removed before a row exists, so no prompt, reward or metric can reach them.
 TARGET_COLUMNS: frozenset[str] = frozenset({"annotated_plan", "gold_plan"})
+LEVELS: tuple[str, ...] = ("easy", "medium", "hard")
+MAX_BUDGET = 1e12  # dollars; far above any trip, and small enough that cents stay exact integers
 
 
 class RowError(ValueError):
@@ -50,8 +52,8 @@ def _budget(raw: Mapping[str, Any], index: int) -> float:
         budget = float(value)
     except (TypeError, ValueError):
         raise RowError(index, "budget", f"expected a number, got {value!r}") from None
-    if isinstance(value, bool) or not math.isfinite(budget) or budget <= 0:
-        raise RowError(index, "budget", f"expected a finite number > 0, got {value!r}")
+    if isinstance(value, bool) or not math.isfinite(budget) or not 0 < budget < MAX_BUDGET:
+        raise RowError(index, "budget", f"expected a number > 0 and below {MAX_BUDGET:g}, got {value!r}")
     return budget
 
 
@@ -72,7 +74,24 @@ def _dates(raw: Mapping[str, Any], index: int, days: int) -> tuple[str, ...]:
             raise RowError(index, "date", f"{d!r} is not a YYYY-MM-DD date") from None
     if len(dates) != days:
         raise RowError(index, "date", f"has {len(dates)} dates for a {days}-day trip")
+    for day, (before, after) in enumerate(zip(dates, dates[1:]), start=2):
+        if _dt.date.fromisoformat(after) - _dt.date.fromisoformat(before) != _dt.timedelta(days=1):
+            raise RowError(index, "date", f"day {day} is {after}, not the day after {before}: one date per trip day, in order")
     return tuple(dates)
+
+
+def _place(raw: Mapping[str, Any], index: int, column: str) -> str:
+    value = str(raw[column]).strip()
+    if not value:
+        raise RowError(index, column, "is empty")
+    return value
+
+
+def _level(raw: Mapping[str, Any], index: int) -> str:
+    level = str(raw["level"]).strip().casefold()
+    if level not in LEVELS:
+        raise RowError(index, "level", f"expected one of {', '.join(LEVELS)}, got {raw['level']!r}")
+    return level
 
 
 def _constraints(raw: Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -125,22 +144,50 @@ def normalise_row(raw: Mapping[str, Any], index: int, split: str = "validation")
     text, records = _records(raw, index)
     budget = _budget(raw, index)
     extra = {k: v for k, v in raw.items() if k not in REQUIRED_COLUMNS and k not in TARGET_COLUMNS and k != "prompt"}
+    org, dest = _place(raw, index, "org"), _place(raw, index, "dest")
+    if org.casefold() == dest.casefold():
+        raise RowError(index, "dest", f"{dest!r} is the origin too (org): a trip goes somewhere else")
     return TravelRow(
         source_index=index,
         id=str(raw.get("id") or f"travelplanner-{split}-{index}"),
         query=query,
-        org=str(raw["org"]).strip(),
-        dest=str(raw["dest"]).strip(),
+        org=org,
+        dest=dest,
         days=days,
         dates=_dates(raw, index, days),
         date_text=str(raw["date"]),
         visiting_city_number=_int(raw, index, "visiting_city_number", minimum=1),
         people_number=_int(raw, index, "people_number", minimum=1),
         budget=budget,
-        level=str(raw["level"]).strip().casefold(),
+        level=_level(raw, index),
         local_constraint=_constraints(raw, index),
         reference_information=text,
         reference_records=records,
         source_split=split,
         extra=extra,
     )
+
+
+def check_route(row: TravelRow) -> None:
+    """The route scaffold that the row's reference information gives (travel/data/scaffold.py) agrees with its org,
+    dest and visiting_city_number: it leaves from org, visits that many cities, and a one-city trip visits dest.
+    (Its days are the row's dates, checked above.) Needs the row's catalog."""
+    from travel.data.text import canonical
+
+    legs = row.scaffold
+    moves = [leg for leg in legs if leg.kind == "move"]
+    if moves and canonical(moves[0].start) != canonical(row.org):
+        raise RowError(row.source_index, "org", f"{row.org!r}, but the route its reference information gives leaves from {moves[0].start!r}")
+    visited: dict[str, str] = {}
+    for leg in legs:
+        for city in leg.cities:
+            if canonical(city) != canonical(row.org):
+                visited.setdefault(canonical(city), city)
+    if len(visited) != row.visiting_city_number:
+        cities = ", ".join(visited.values()) or "none"
+        raise RowError(
+            row.source_index, "visiting_city_number",
+            f"{row.visiting_city_number}, but the route its reference information gives visits {len(visited)} ({cities})",
+        )
+    if row.visiting_city_number == 1 and canonical(row.dest) not in visited:
+        raise RowError(row.source_index, "dest", f"{row.dest!r}, but the route its reference information gives visits {', '.join(visited.values())}")

@@ -81,6 +81,8 @@ class LocalSource:
             )
         if self.path.stat().st_size == 0:
             raise DataSourceError(f"{where}: the file is empty")
+        if builder in ("json", "csv"):
+            check_utf8(self.path, where)
         was_enabled = datasets.is_progress_bar_enabled()
         datasets.disable_progress_bars()
         # A fresh cache per load, kept in memory and removed afterwards: a file changed in place (same size and
@@ -97,6 +99,19 @@ class LocalSource:
                 if was_enabled:
                     datasets.enable_progress_bars()
             return _records(dataset)
+
+
+def check_utf8(path: Path, where: str) -> None:
+    """A text file must be UTF-8 (a byte-order mark allowed): else an error naming its line and column."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DataSourceError(
+            f"{where}: line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8 text ({exc.reason})"
+        ) from None
 
 
 def bad_line(path: Path, builder: str) -> str:
