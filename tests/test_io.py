@@ -95,3 +95,16 @@ def test_sigkill_at_any_point_of_an_actor_save_leaves_a_complete_actor(tmp_path)
         seen.add(matches[0])
         AutoTokenizer.from_pretrained(directory)  # the tokenizer is complete too
     assert seen == {0, 1}  # kills landed in both orders of the two versions
+
+
+def test_every_file_written_atomically_gets_the_mode_open_would_give(tmp_path):
+    """mkstemp creates 0600 files; an atomic write leaves the umask's mode, like every other file of a run."""
+    import os
+    import stat
+
+    from travel.io import FILE_MODE, write_text_atomic
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    written = write_text_atomic(tmp_path / "status", "running\n")
+    assert stat.S_IMODE(os.stat(written).st_mode) == stat.S_IMODE(os.stat(plain).st_mode) == FILE_MODE

@@ -90,6 +90,22 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(smoke_run):
         assert changed, f"agent {agent}'s weights are the initial ones"
 
 
+def test_every_file_of_a_run_directory_has_one_mode(smoke_run):
+    """What the run writes (config, status, metrics, checkpoints, actors, summary; W&B's own files aside) gets
+    the mode the umask gives a new file, whether it was written atomically or not."""
+    import os
+    import stat
+
+    from travel.io import FILE_MODE
+
+    run_dir, _ = smoke_run
+    files = [p for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink() and "wandb" not in p.relative_to(run_dir).parts]
+    modes = {p.relative_to(run_dir).as_posix(): oct(stat.S_IMODE(os.stat(p).st_mode)) for p in files}
+    assert {"config.yaml", "status", "eval_final.json", "metrics.jsonl", "launch.log"} <= set(modes)
+    assert any(name.endswith("model.safetensors") for name in modes) and any(name.endswith("digests.json") for name in modes)
+    assert set(modes.values()) == {oct(FILE_MODE)}, {name: mode for name, mode in modes.items() if mode != oct(FILE_MODE)}
+
+
 def test_trainer_counts_match_the_dry_run_report(smoke_run, tmp_path):
     from travel.logging.dry_report import build_dry_report
 

@@ -2,17 +2,56 @@
 
 A file is filled under a temporary name beside the target, flushed to disk and renamed over it. A directory
 (a saved model, a checkpoint) is filled as a new version beside the target, and the target is a symlink that
-one rename points at the new version. On any error the temporary part is removed and the old one stays.
+one rename points at the new version. On any error the temporary part is removed and the old one stays; a full
+disk is named as such (`DiskFullError`, errno ENOSPC, with the path), whichever library's writer ran out of
+room. Every file gets the mode the process's umask gives a new file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK  # what open() gives a new file; mkstemp's own is 0600
+
+
+class DiskFullError(OSError):
+    """A write that ran out of room on its device; what was complete before it stays complete."""
+
+
+def _ran_out_of_room(error: BaseException) -> bool:
+    """Whether `error` (or what it was raised from or during) is a full device: torch's and safetensors' writers
+    wrap the OSError, or only keep its text."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC or "No space left on device" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+@contextmanager
+def naming_a_full_disk(path: Path) -> Iterator[None]:
+    """Re-raise a full device met in the body as a DiskFullError naming `path`."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as error:
+        if not _ran_out_of_room(error):
+            raise
+        raise DiskFullError(
+            errno.ENOSPC, f"no space left on the device holding {path} (ENOSPC): it was not written, and what was "
+            "complete before stays complete", str(path),
+        ) from error
 
 
 @contextmanager
@@ -21,11 +60,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(handle, FILE_MODE)
     os.close(handle)
     try:
-        yield Path(temporary)
-        with open(temporary, "rb+") as stream:
-            os.fsync(stream.fileno())
+        with naming_a_full_disk(path):
+            yield Path(temporary)
+            with open(temporary, "rb+") as stream:
+                os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -63,10 +104,14 @@ def _filled_directory(path: Path, tag: str) -> Iterator[Path]:
     directory = _sibling(path, tag)
     directory.mkdir()
     try:
-        yield directory
+        with naming_a_full_disk(path):
+            yield directory
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
+    for file in directory.rglob("*"):  # some writers (safetensors) create their files 0600
+        if file.is_file() and not file.is_symlink():
+            os.chmod(file, FILE_MODE)
 
 
 @contextmanager

@@ -114,3 +114,38 @@ def _flip_a_byte(path: Path) -> None:
 
 def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 6 MiB tmpfs: room for one checkpoint of the tiny layout, not two."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here: {result.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_is_named_and_the_complete_checkpoints_stay_complete(tiny_disk):
+    import errno
+
+    from travel.io import DiskFullError
+
+    generation = {"max_new_tokens": 320, "max_value_tokens": 4, "temperature": 0.7, "top_p": 0.8}
+    layout = build_layout(lambda **kw: build_tiny_random(seed=0), {"agent_devices": ["cpu", "cpu"]}, generation, learning_rate=1e-3, seed=0)
+    for actor in layout.actors:
+        ids = torch.arange(1, 9).reshape(1, -1)
+        actor.model(input_ids=ids, labels=ids).loss.backward()
+        actor.optimizer.step()
+    store = CheckpointStore(tiny_disk, keep=2, meta={"algorithm": "magrpo", "layout": "decentralized"})
+    store.save(4, layout, {"trainer": "magrpo"})
+    with pytest.raises(DiskFullError) as raised:
+        store.save(8, layout, {"trainer": "magrpo"})
+    assert raised.value.errno == errno.ENOSPC and "no space left on the device holding" in str(raised.value)
+    assert str(tiny_disk / "checkpoints" / "env_step_8") in str(raised.value)
+    assert [p.name for p in (tiny_disk / "checkpoints").iterdir()] == ["env_step_4"]  # no partial one left
+    assert resolve_resume("auto", tiny_disk).env_step == 4  # and it verifies

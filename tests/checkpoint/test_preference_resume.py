@@ -53,7 +53,7 @@ def resumed(preference_smoke_runs, tmp_path_factory):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_stopped_preference_run_resumes_to_the_uninterrupted_records_and_weights(resumed, algorithm):
     reference, run_dir, stopped, status, result = resumed[algorithm]
-    assert status.startswith("failed\nRunInterrupted: SIGTERM at env step "), status
+    assert status.startswith("stopped\nRunInterrupted: SIGTERM at env step "), status
     assert stopped and f"wrote {run_dir / 'checkpoints' / stopped[-1]};" in status, (stopped, status)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     assert f"resuming from {run_dir / 'checkpoints' / stopped[-1]}" in result.stdout

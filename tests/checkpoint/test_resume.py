@@ -52,7 +52,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_records_and_weigh
     first = run_dir / "checkpoints" / "env_step_0" / "checkpoint.json"  # the first evaluation point
     terminate_when(child, first.exists, "its first checkpoint", timeout_s=300)
     status = (run_dir / "status").read_text()
-    assert status.startswith("failed\nRunInterrupted: SIGTERM at env step "), status
+    assert status.startswith("stopped\nRunInterrupted: SIGTERM at env step "), status
     stopped = [path.name for path in complete_checkpoints(run_dir)]
     assert stopped == ["env_step_0", "env_step_6"]  # the evaluation point, then SIGTERM's at the next buffer end
 

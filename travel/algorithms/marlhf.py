@@ -60,6 +60,7 @@ from travel.algorithms.reward_model import (
 )
 from travel.algorithms.registry import AlgorithmSpec, TrainingParts, register
 from travel.algorithms.results import TrainResult
+from travel.checkpoint.store import save_plain
 
 REWARD_MODEL_FILE = "reward_model.pt"
 
@@ -254,7 +255,7 @@ class MARLHFTrainer:
 
         save_preference_state(self.run, directory)
         if self.reward_model is not None:
-            torch.save(self.reward_model.state_dict(), directory / REWARD_MODEL_FILE)
+            save_plain(self.reward_model.state_dict(), directory / REWARD_MODEL_FILE)
 
     def restore_checkpoint(self, *, reward_model: bool) -> None:
         """The preference run's state and, when `reward_model`, the reward model of the checkpoint resumed."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from travel.checkpoint.store import save_plain
 from travel.io import atomic_directory, remove_directory
 
 
@@ -34,7 +35,7 @@ class PolicyCheckpoints:
 
         with atomic_directory(self.directory / self.label(iteration)) as version:
             for agent_id, model in enumerate(models):
-                torch.save(_cpu_state(model), version / f"agent_{agent_id}.pt")
+                save_plain(_cpu_state(model), version / f"agent_{agent_id}.pt")
         self._prune(iteration + 1)
 
     def _prune(self, next_iteration: int) -> None:

@@ -18,9 +18,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-import torch
-
-from travel.checkpoint.store import load_plain
+from travel.checkpoint.store import load_plain, save_plain
 from travel.io import atomic_directory, write_json_atomic
 
 if TYPE_CHECKING:
@@ -66,7 +64,7 @@ def save_preference_state(run: "PreferenceRun", directory: Path, training_pairs:
         "rng": run.rng.getstate(),
         "comparator_stream": run.comparator.stream.state() if run.comparator is not None else None,
     }
-    torch.save(state, directory / PREFERENCE_STATE)
+    save_plain(state, directory / PREFERENCE_STATE)
     for name, tree in _trees(run).items():
         _mirror(tree, directory / name)
     if training_pairs is not None:

@@ -3,7 +3,8 @@
 - `claim`: a directory that already holds a run (a `status` file, `metrics.jsonl` or `dry_run.json`) is
   refused unless the run resumes (resume=auto or resume=<path>), so nothing is appended to or overwritten
   without a word.
-- `status`: `running` while the mode runs, then `completed`, or `failed` followed by the error's type and
+- `status`: `running` while the mode runs, then `completed`; `stopped` with what stopped it and the checkpoint
+  it wrote, for a run stopped as asked (SIGTERM, a Slurm requeue); or `failed` followed by the error's type and
   message (the traceback goes to launch.log).
 - `launch.log`: everything the run prints (stdout and stderr, progress-bar refreshes left out).
 """
@@ -16,11 +17,12 @@ import traceback
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
+from travel.checkpoint.signals import RunInterrupted
 from travel.io import write_text_atomic
 
 STATUS_FILE = "status"
 LOG_FILE = "launch.log"
-RUNNING, COMPLETED, FAILED = "running", "completed", "failed"
+RUNNING, COMPLETED, STOPPED, FAILED = "running", "completed", "stopped", "failed"
 RUN_MARKERS = (STATUS_FILE, "metrics.jsonl", "dry_run.json")
 
 
@@ -29,7 +31,7 @@ class RunDirectoryInUse(RuntimeError):
 
 
 def read_status(run_dir: str | Path) -> Optional[str]:
-    """The first line of the run's status file (running | completed | failed), or None without one."""
+    """The first line of the run's status file (running | completed | stopped | failed), or None without one."""
     path = Path(run_dir) / STATUS_FILE
     return path.read_text().splitlines()[0] if path.is_file() and path.read_text() else None
 
@@ -75,8 +77,8 @@ class _Tee:
 
 @contextlib.contextmanager
 def recorded(run_dir: str | Path) -> Iterator[None]:
-    """Status `running` for the body, then `completed` or `failed` with the error (re-raised); the body's
-    output is copied into launch.log."""
+    """Status `running` for the body, then `completed`, `stopped` (a requested stop, its checkpoint written) or
+    `failed` with the error (re-raised); the body's output is copied into launch.log."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_status(run_dir, RUNNING)
@@ -85,6 +87,9 @@ def recorded(run_dir: str | Path) -> Iterator[None]:
         sys.stdout, sys.stderr = _Tee(stdout, log), _Tee(stderr, log)
         try:
             yield
+        except RunInterrupted as stopped:
+            write_status(run_dir, STOPPED, stopped)
+            raise
         except BaseException as exc:
             log.write(traceback.format_exc())
             write_status(run_dir, FAILED, exc)

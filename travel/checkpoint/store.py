@@ -74,6 +74,12 @@ def restore_rng(state: dict[str, Any], layout: Any) -> None:
             actor.generator.set_state(generator_state)
 
 
+def save_plain(state: Any, path: Path) -> None:
+    """torch.save through a Python stream, so that a full disk surfaces as its OSError (travel.io names it)."""
+    with open(path, "wb") as stream:
+        torch.save(state, stream)
+
+
 def load_plain(path: Path) -> Any:
     """A torch file of tensors and plain containers, loaded with `weights_only=True`; a file holding anything else
     (which loading could run as code) or one that cannot be read is an error naming it."""
@@ -244,8 +250,8 @@ class CheckpointStore:
         with atomic_directory(path) as partial:
             for actor in layout.actors:
                 actor.model.save_pretrained(partial / "actors" / layout.policy_dir(actor.agent_id))
-            torch.save([actor.optimizer.state_dict() for actor in layout.actors], partial / "optimizers.pt")
-            torch.save(rng_state(layout), partial / "rng.pt")
+            save_plain([actor.optimizer.state_dict() for actor in layout.actors], partial / "optimizers.pt")
+            save_plain(rng_state(layout), partial / "rng.pt")
             write_json_atomic(partial / "trainer.json", record)
             if extra is not None:
                 extra(partial)

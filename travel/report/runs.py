@@ -42,7 +42,7 @@ class RunSummary:
     path: Path
     group: Group
     seed: int
-    status: str  # completed | failed | running | no status
+    status: str  # completed | stopped | failed | running | no status
     error: str = ""
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)  # (env_step, eval/* without the prefix)
 
