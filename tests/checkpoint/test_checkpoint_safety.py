@@ -35,16 +35,25 @@ class Payload:
         return (Path.touch, (self.marker,))
 
 
-@pytest.fixture
-def run_dir(tmp_path) -> Path:
-    """A run directory with checkpoints at env steps 4 and 8 of a tiny layout whose optimizers hold state."""
+def trained_layout():
+    """A tiny layout whose optimizers hold state (one step each)."""
     generation = {"max_new_tokens": 320, "max_value_tokens": 4, "temperature": 0.7, "top_p": 0.8}
     layout = build_layout(lambda **kw: build_tiny_random(seed=0), {"agent_devices": ["cpu", "cpu"]}, generation, learning_rate=1e-3, seed=0)
     for actor in layout.actors:
         ids = torch.arange(1, 9).reshape(1, -1)
         actor.model(input_ids=ids, labels=ids).loss.backward()
         actor.optimizer.step()
-    store = CheckpointStore(tmp_path, keep=2, meta={"algorithm": "magrpo", "layout": "decentralized"})
+    return layout
+
+
+def store_in(directory: Path) -> CheckpointStore:
+    return CheckpointStore(directory, keep=2, meta={"algorithm": "magrpo", "layout": "decentralized"})
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    """A run directory with checkpoints at env steps 4 and 8 of the trained tiny layout."""
+    layout, store = trained_layout(), store_in(tmp_path)
     for env_step in (4, 8):
         store.save(env_step, layout, {"trainer": "magrpo"})
     return tmp_path
@@ -135,13 +144,7 @@ def test_a_full_disk_is_named_and_the_complete_checkpoints_stay_complete(tiny_di
 
     from travel.io import DiskFullError
 
-    generation = {"max_new_tokens": 320, "max_value_tokens": 4, "temperature": 0.7, "top_p": 0.8}
-    layout = build_layout(lambda **kw: build_tiny_random(seed=0), {"agent_devices": ["cpu", "cpu"]}, generation, learning_rate=1e-3, seed=0)
-    for actor in layout.actors:
-        ids = torch.arange(1, 9).reshape(1, -1)
-        actor.model(input_ids=ids, labels=ids).loss.backward()
-        actor.optimizer.step()
-    store = CheckpointStore(tiny_disk, keep=2, meta={"algorithm": "magrpo", "layout": "decentralized"})
+    layout, store = trained_layout(), store_in(tiny_disk)
     store.save(4, layout, {"trainer": "magrpo"})
     with pytest.raises(DiskFullError) as raised:
         store.save(8, layout, {"trainer": "magrpo"})

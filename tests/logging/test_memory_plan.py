@@ -77,7 +77,7 @@ def test_the_plan_follows_the_options_that_trade_memory():
 # Peaks measured by bench/train_step.py (torch.cuda.max_memory_allocated) on real train rows with random_qwen3_4b,
 # rows of docs/performance.md and docs/hardware.md: (algorithm, overrides, rows the benchmark ran, GiB).
 MEASURED = [
-    ("magrpo", ["hardware=1x80gb"], 10, 63.0),  # every layer checkpointed, both actors resident (H200)
+    ("magrpo", ["hardware=1x80gb"], 10, 63.0),  # every layer checkpointed, both actors resident (H200 and H100)
     ("magrpo", ["hardware=1xb200"], 10, 100.5),  # 12 layers checkpointed (H200)
     ("magrpo", ["hardware=1xb200", "hardware.checkpoint_layers=0"], 10, 120.8),  # none (H200)
     ("magrpo", ["hardware=1xb200", "hardware.offload_inactive_actor=true", "hardware.gradient_checkpointing=false",
