@@ -55,6 +55,7 @@ class Run:
         if mode not in self.MODES:
             raise ValueError(f"mode={mode!r} is not one of {', '.join(self.MODES)}")
         self.run_dir = Path(run_dir) if run_dir else (hydra_run_dir() or Path("outputs") / "unnamed")
+        self.memory_plan: Optional[dict[str, Any]] = None  # check_options' GPU memory plan (dry_run.json)
 
     @cached_property
     def data(self) -> DataModule:

@@ -11,6 +11,8 @@ import torch
 
 from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
+from travel.algorithms.marlhf import REWARD_MODEL_FILE
+from travel.algorithms.policy_checkpoints import PolicyCheckpoints
 from travel.algorithms.preference_checkpoint import PREFERENCE_STATE, restore_preference_state
 from travel.checkpoint.store import (
     DIGESTS,
@@ -18,6 +20,7 @@ from travel.checkpoint.store import (
     CheckpointStore,
     file_digests,
     load_checkpoint,
+    load_plain,
     resolve_resume,
 )
 from travel.io import write_json_atomic
@@ -95,23 +98,35 @@ def test_without_a_checkpoint_that_verifies_resume_names_each_reason(run_dir):
         resolve_resume("auto", run_dir)
 
 
-@pytest.mark.parametrize("name", ["optimizers.pt", "rng.pt", PREFERENCE_STATE])
+def _load_as_the_run_does(checkpoint: Path, name: str) -> None:
+    """Load `name` of a checkpoint the way resume does."""
+    if name == PREFERENCE_STATE:
+        restore_preference_state(None, checkpoint)
+    elif name == REWARD_MODEL_FILE:  # what MARLHF's restore_checkpoint loads into its reward model
+        load_plain(checkpoint / name)
+    elif name.startswith("policy_checkpoints"):
+        PolicyCheckpoints(checkpoint / "policy_checkpoints", history_k=1).load(0, 0)
+    else:
+        load_checkpoint(checkpoint).restore(None)
+
+
+@pytest.mark.parametrize(
+    "name", ["optimizers.pt", "rng.pt", PREFERENCE_STATE, REWARD_MODEL_FILE, "policy_checkpoints/initial/agent_0.pt"]
+)
 def test_a_pickled_payload_in_a_checkpoint_file_is_refused_without_running(run_dir, name, tmp_path_factory):
     """The payload runs when unpickled (shown on a copy); with its digest recorded anew, resume still refuses it."""
     marker = tmp_path_factory.mktemp("marker") / "ran"
-    live = tmp_path_factory.mktemp("live") / name
+    live = tmp_path_factory.mktemp("live") / Path(name).name
     torch.save(Payload(marker), live)
     torch.load(live, weights_only=False)
     assert marker.exists()  # the payload is live
     marker.unlink()
     checkpoint = newest(run_dir)
+    (checkpoint / name).parent.mkdir(parents=True, exist_ok=True)
     torch.save(Payload(marker), checkpoint / name)
     write_json_atomic(checkpoint / DIGESTS, file_digests(checkpoint))
     with pytest.raises(CheckpointError, match=f"{name}: refused: it holds more than tensors and plain containers"):
-        if name == PREFERENCE_STATE:
-            restore_preference_state(None, checkpoint)
-        else:
-            load_checkpoint(checkpoint).restore(None)
+        _load_as_the_run_does(checkpoint, name)
     assert not marker.exists()
 
 

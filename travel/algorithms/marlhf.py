@@ -60,7 +60,7 @@ from travel.algorithms.reward_model import (
 )
 from travel.algorithms.registry import AlgorithmSpec, TrainingParts, register
 from travel.algorithms.results import TrainResult
-from travel.checkpoint.store import save_plain
+from travel.checkpoint.store import load_plain, save_plain
 
 REWARD_MODEL_FILE = "reward_model.pt"
 
@@ -265,7 +265,7 @@ class MARLHFTrainer:
         restore_preference_state(self.run, path)
         if reward_model:
             with self.fresh_reward_model() as model:
-                model.load_state_dict(torch.load(path / REWARD_MODEL_FILE, map_location=self.reward_device, weights_only=True))
+                model.load_state_dict(load_plain(path / REWARD_MODEL_FILE))
                 model.requires_grad_(False)
 
     # -- the run ----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from travel.checkpoint.store import save_plain
+from travel.checkpoint.store import load_plain, save_plain
 from travel.io import atomic_directory, remove_directory
 
 
@@ -31,8 +31,6 @@ class PolicyCheckpoints:
 
     def save(self, iteration: int, models: Sequence[Any]) -> None:
         """Checkpoint the actors as they are at the end of `iteration` (0: before training)."""
-        import torch
-
         with atomic_directory(self.directory / self.label(iteration)) as version:
             for agent_id, model in enumerate(models):
                 save_plain(_cpu_state(model), version / f"agent_{agent_id}.pt")
@@ -52,9 +50,7 @@ class PolicyCheckpoints:
         return max(0, iteration - self.history_k)
 
     def load(self, iteration: int, agent_id: int) -> dict[str, Any]:
-        import torch
-
         path = self.path(iteration, agent_id)
         if not path.is_file():
             raise FileNotFoundError(f"no policy checkpoint {path} for comparator history_k={self.history_k}")
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return load_plain(path)

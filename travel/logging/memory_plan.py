@@ -105,7 +105,7 @@ class MemoryPlan:
         self.arch = architecture_of(str(run.cfg.model.name))
         self.devices: dict[str, dict[str, float]] = {}
         self.parts: dict[tuple[str, str], dict[str, float]] = {}
-        if self.arch is not None:
+        if self.arch is not None and self.hardware.num_gpus:
             self._plan()
 
     # ---- sizes ------------------------------------------------------------------------------------------
@@ -233,7 +233,8 @@ class MemoryPlan:
 
     def _comparator_copies(self, homes: list[str], weights: int) -> Callable[[str], dict[str, float]]:
         """The frozen comparator weights on a device: current_copy reuses the actors' weights on their own device
-        and copies them elsewhere; history-k keeps one checkpoint per role, a frozen model one shared copy."""
+        and copies them elsewhere; history-k keeps one checkpoint per role, a frozen model one shared copy; a
+        centralized teacher is one model."""
         spec = self.run.comparator_spec
         devices = self._comparator_devices()
 
@@ -241,6 +242,8 @@ class MemoryPlan:
             if not spec.active:
                 return {}
             roles = [i for i, d in enumerate(devices) if d == device]
+            if spec.generation_mode == "centralized":  # one teacher writes both roles
+                roles = [i for i in roles if i == spec.teacher_agent_index]
             if spec.policy == "current_copy":
                 roles = [i for i in roles if i >= len(homes) or homes[min(i, len(homes) - 1)] != device]
             if spec.policy == "model":
