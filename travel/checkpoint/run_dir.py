@@ -88,6 +88,7 @@ def recorded(run_dir: str | Path) -> Iterator[None]:
         try:
             yield
         except RunInterrupted as stopped:
+            log.write(f"{STOPPED}: {type(stopped).__name__}: {stopped}\n")  # as asked: no traceback
             write_status(run_dir, STOPPED, stopped)
             raise
         except BaseException as exc:

@@ -8,7 +8,7 @@
 
 `stop_on_signals()` installs the handlers for the body of a training run and restores the previous ones after.
 At each checkpoint point the trainer asks `StopRequest.stops_here()`; once it has written the stop's checkpoint
-it raises `RunInterrupted`, so the run's status says `failed` with where it stopped; `hand_over(interrupted)`
+it raises `RunInterrupted`, so the run's status says `stopped` with where it stopped; `hand_over(interrupted)`
 then passes a SIGUSR2 on to the handler it interrupted. A run that reaches no checkpoint point in time (in its
 final evaluation, say) is interrupted where it is (RunInterrupted from a timer) and handed over after its
 cleanup, so the requeued job resumes from the previous checkpoint: a job killed at its time limit would not be
