@@ -263,21 +263,22 @@ class Run:
 
         return ComparatorSpec.from_config(self.cfg, self.algorithm)
 
-    def check_options(self) -> None:
+    def check_options(self, on_this_machine: bool = False) -> None:
         """What both modes check before any weights load (travel/run_options.py), then the GPU memory plan against
-        the card (travel/logging/memory_plan.py)."""
+        `hardware.gpu_memory_gib` and, `on_this_machine` (training), the cards this machine has
+        (travel/logging/memory_plan.py)."""
         from travel.logging.memory_plan import check_memory_plan
         from travel.run_options import check_run_options
 
         check_run_options(self)
-        self.memory_plan = check_memory_plan(self, detect=True)
+        self.memory_plan = check_memory_plan(self, detect=on_this_machine)
 
     def _training_plan(self):
         """The split after checking every option a training run needs, without loading weights: the options
         mode=dry checks, then the curriculum and eval pool, the catalogs and the devices on this machine."""
         from travel.agents.devices import agent_devices
 
-        self.check_options()
+        self.check_options(on_this_machine=True)
         split = self.data.split
         self.data.check_catalogs()
         from travel.logging.dry_report import excluded_line

@@ -143,7 +143,7 @@ class MemoryPlan:
         return Workload(
             train_prompts=tuple(sorted((longest(row) for row in train), reverse=True)),
             eval_prompts=tuple(sorted((longest(row) for row in split.eval), reverse=True)),
-            joint_texts=max(joint_text(row) for row in rows) + 2 * role_budget,
+            joint_texts=max((joint_text(row) for row in rows), default=0) + 2 * role_budget,
             action_tokens=layout.output_budget(role_budget),
         )
 
@@ -196,6 +196,8 @@ class MemoryPlan:
                 parts["activations" if backward > weights else "optimizer step"] = max(backward, weights)
                 record("update", device, parts)
 
+        if not load.train_prompts:  # nothing to train on: the budget check names that
+            return
         longest = load.train_prompts[0]
         eval_rows = load.eval_prompts[: self.generation.eval_rows_per_call]
         decode("evaluation", eval_rows, 1)
