@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from travel.generation.options import check_choice, check_decode_matmul, check_decode_weights
 from travel.options import check_bool, check_int, check_number, float_dtype_name, from_mapping
 
 PARALLEL_TRAINING = ("none", "per_device")
@@ -67,8 +68,6 @@ class HardwareConfig:
     )
 
     def __post_init__(self) -> None:
-        from travel.generation.options import check_choice, check_decode_matmul, check_decode_weights
-
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"hardware.name={self.name!r}: expected the preset's name")
         check_int("hardware.num_gpus", self.num_gpus, 0)
