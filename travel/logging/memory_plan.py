@@ -208,10 +208,11 @@ class MemoryPlan:
             update(longest + k * load.action_tokens, int(k * load.action_tokens * VALUE_TOKEN_SHARE))
         if isinstance(algorithm, CollectionOptions):
             batch = algorithm.preference_generation_batch_size
-            decode("comparator collection", load.train_prompts[:1], batch, self._comparator_copies(homes, weights))
+            copies = self._comparator_copies(homes, weights)
+            decode("comparator collection", load.train_prompts[:1], batch, copies)
             for device in sorted({str(d) for d in self._comparator_devices()} - set(homes)):
                 record("comparator collection", device, {
-                    **self._comparator_copies(homes, weights)(device),
+                    **copies(device),
                     "decode call": decode_call_bytes(arch, c, load.train_prompts[:1], batch, load.action_tokens),
                 })
         if isinstance(algorithm, DPOOptions):
