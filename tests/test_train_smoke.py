@@ -164,3 +164,28 @@ def test_bad_config_fails_before_loading_weights(tmp_path, override, message):
         Run(cfg, run_dir=str(tmp_path))()
     assert MODEL_FACTORY_CALLS == []
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_the_wider_final_evaluation_scores_every_row_not_trained_on(tmp_path):
+    """experiment=smoke on the first 22 synthetic rows (20 of the 3-day easy cell, then 2 of the 5-day easy one)
+    with curriculum.held_out_eval and only the easy level: 2 train rows and 1 eval row leave 17 unused rows of the
+    curriculum's cell and the 2 rows of another cell, each scored at the end and reported apart from eval/*."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, str(LAUNCH), "experiment=smoke", "curriculum.held_out_eval=true", "data.num_rows=22",
+         "curriculum.levels=[easy]", f"hydra.run.dir={tmp_path}"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    final = json.loads((tmp_path / "eval_final.json").read_text())
+    inside, outside = final["held_out"]["in_curriculum"], final["held_out"]["out_of_curriculum"]
+    assert (final["num_rows"], inside["rows"], outside["rows"]) == (1, 18, 2)  # in: the eval row and 17 unused
+    assert set(inside["cells"]) == {"3-day easy 1 city"} and set(outside["cells"]) == {"5-day easy 2 cities"}
+    assert [s["group"] for s in final["held_out_samples"]] == ["in_curriculum"] * 17 + ["out_of_curriculum"] * 2
+    assert all(not key.startswith(("in_curriculum", "out_of_curriculum")) for r in metrics_records(tmp_path) for key in r)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "held-out rows at env step" in summary and "5-day easy 2 cities  out_of_curriculum     2" in summary
+    assert f"{outside['metrics']['reference_commonsense_micro']:.4f}" in summary
+    assert json.loads((tmp_path / "evaluations.json").read_text())["evaluations"][-1]["terminal"] is True

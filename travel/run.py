@@ -254,6 +254,7 @@ class Run:
             tracker=tracker,
             greedy=generation.greedy_eval,
             rows_per_call=generation.eval_rows_per_call,
+            held_out=split.held_out,
         )
         return sampler, evaluator
 
@@ -307,15 +308,17 @@ class Run:
 
     def _write_training_outputs(self, result, actors) -> dict[str, Any]:
         """Final actors (output.save_final_model, default true), the initial/final/delta table and the eval plot."""
-        from travel.logging.report import CURVE_FILE, format_table, plot_eval_curve, write_summary
+        from travel.logging.report import CURVE_FILE, format_held_out_table, format_table, plot_eval_curve, write_summary
 
         if bool(OmegaConf.select(self.cfg, "output.save_final_model", default=True)):
             actors.save(self.run_dir / "actors")
         points = result.evaluations
         initial, final = points[0], points[-1]
-        table = format_table(initial.public, final.public, initial_step=initial.env_step, final_step=final.env_step)
-        print(table)
-        write_summary(self.run_dir, f"{self.cfg.algorithm.name} seed {self.cfg.seed}", table)
+        tables = [format_table(initial.public, final.public, initial_step=initial.env_step, final_step=final.env_step)]
+        if final.held_out:
+            tables.append(format_held_out_table(final.held_out, final.env_step))
+        print("\n\n".join(tables))
+        write_summary(self.run_dir, f"{self.cfg.algorithm.name} seed {self.cfg.seed}", *tables)
         plot_eval_curve(
             [(point.env_step, point.public) for point in points],
             self.run_dir / CURVE_FILE,

@@ -14,7 +14,7 @@ from tests.fixtures import (
     role_action_text,
     valid_plan_values,
 )
-from travel.algorithms.evaluation import EVAL_FINAL_FILE, Evaluator
+from travel.algorithms.evaluation import EVAL_FINAL_FILE, EVALUATIONS_FILE, Evaluator
 from travel.algorithms.rollout import JointRolloutSampler
 from travel.logging.eval_aggregation import EVAL_METRIC_NAMES
 
@@ -102,6 +102,41 @@ def test_terminal_evaluation_uses_the_first_panel_for_eval_and_writes_the_full_p
     assert [s["panel"] for s in saved["samples"]] == [1, 1, 1, 1, 2, 2]
     assert saved["samples"][1]["reward"] == pytest.approx(0.08)
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_held_out_rows_are_scored_at_the_end_and_reported_apart_from_eval(pool, tmp_path):
+    rows, answers = pool
+    extra = {"in_curriculum": [fixture_row()], "out_of_curriculum": [five_day_fixture_row(), five_day_fixture_row()]}
+    answers = tuple(dict(a) for a in answers)
+    for row, ok in ((extra["in_curriculum"][0], True), (extra["out_of_curriculum"][0], False), (extra["out_of_curriculum"][1], True)):
+        for agent in (0, 1):
+            text = role_action_text(agent, valid_plan_values(row), row.days) if ok else all_dash_action_text(agent, row.days)
+            answers[agent][id(row)] = text
+    tracker = RecordingTracker()
+    sampler = JointRolloutSampler([RowScriptedPolicy(0, answers[0]), RowScriptedPolicy(1, answers[1])])
+    evaluator = Evaluator(sampler, anchor_rows=rows[:4], eval_rows=rows, panel_size=4, tracker=tracker, progress=False, held_out=extra)
+    evaluator.periodic(0)
+    assert evaluator.history[-1].held_out == {}  # periodic points never score held-out rows
+    point = evaluator.terminal(40, tmp_path)
+    # eval/* and eval_full/* are those of the anchor and the pool, as without held-out rows
+    assert point.public["eval/reward"] == pytest.approx(0.54)
+    assert point.full["eval_full/reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08 + 1.0 + 1.0) / 6)
+    assert [set(logged) for _, logged in tracker.records] == [set(EVAL_METRIC_NAMES)] * 2
+    inside, outside = point.held_out["in_curriculum"], point.held_out["out_of_curriculum"]
+    assert inside["rows"] == 7  # the eval pool and the unused in-cell row
+    assert inside["metrics"]["reward"] == pytest.approx((1.0 + 0.08 + 1.0 + 0.08 + 1.0 + 1.0 + 1.0) / 7)
+    assert outside["rows"] == 2 and outside["metrics"]["reward"] == pytest.approx((0.08 + 1.0) / 2)
+    assert outside["metrics"]["reference_plan_success"] == pytest.approx(0.5)
+    assert set(outside["cells"]) == {"5-day easy 2 cities"} and outside["cells"]["5-day easy 2 cities"]["rows"] == 2
+    assert set(inside["cells"]) == {"3-day easy 1 city", "5-day easy 2 cities"}
+    saved = json.loads((tmp_path / EVAL_FINAL_FILE).read_text())
+    assert saved["held_out"] == point.held_out and saved["eval"] == point.public
+    assert [s["group"] for s in saved["held_out_samples"]] == ["in_curriculum", "out_of_curriculum", "out_of_curriculum"]
+    history = json.loads((tmp_path / EVALUATIONS_FILE).read_text())["evaluations"]
+    assert [(p["env_step"], bool(p["held_out"])) for p in history] == [(0, False), (40, True)]
+    assert history[-1]["samples"][0]["texts"] == point.samples[0]["texts"]  # the actions the plan pages show
+    evaluator.restore_history(history)
+    assert evaluator.history[-1].held_out == point.held_out
 
 
 def test_history_keeps_every_point_in_order(pool):

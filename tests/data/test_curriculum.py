@@ -87,3 +87,22 @@ def test_unknown_stratify_field_names_the_option():
 def test_short_phase_without_short_rows_fails():
     with pytest.raises(CurriculumError, match=r"curriculum\.short_days=\[4\]"):
         ScalableCurriculum(short_days=[4]).split(validation_layout_rows())
+
+
+def test_held_out_rows_are_every_row_not_trained_on_grouped_by_cell():
+    rows = validation_layout_rows()
+    split = ScalableCurriculum(held_out_eval=True).split(rows)
+    inside, outside = split.held_out["in_curriculum"], split.held_out["out_of_curriculum"]
+    trained = {r.source_index for r in split.train}
+    # select_shortest=80 keeps 80 of the 80 in-cell rows; 60 train + 20 eval leave none in the cells
+    assert inside == () and len(outside) == len(rows) - 80
+    assert not trained & {r.source_index for r in outside}
+    assert {(r.days, r.level) for r in outside} == {(7, "easy"), (7, "medium"), (3, "hard"), (5, "hard"), (7, "hard")}
+    smaller = ScalableCurriculum(held_out_eval=True, train_per_cell=4, eval_per_cell=1).split(rows)
+    assert len(smaller.held_out["in_curriculum"]) == 80 - 16 - 4
+    assert all(r.days in (3, 5) and r.level in ("easy", "medium") for r in smaller.held_out["in_curriculum"])
+    seen = [r.source_index for r in (*smaller.train, *smaller.eval, *smaller.held_out["in_curriculum"], *smaller.held_out["out_of_curriculum"])]
+    assert sorted(seen) == list(range(len(rows)))  # every row exactly once
+    assert ScalableCurriculum().split(rows).held_out == {}  # off by default
+    with pytest.raises(CurriculumError, match="curriculum.held_out_eval"):
+        ScalableCurriculum(held_out_eval="yes")

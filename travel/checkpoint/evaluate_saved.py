@@ -99,7 +99,7 @@ def format_metrics(metrics: dict[str, float], env_step: int) -> str:
 
 
 def evaluate_saved(run: "Run") -> dict[str, Any]:
-    from travel.logging.report import write_summary
+    from travel.logging.report import format_held_out_table, write_summary
     from travel.run import Run
 
     target = OmegaConf.select(run.cfg, "checkpoint", default=None)
@@ -128,8 +128,10 @@ def evaluate_saved(run: "Run") -> dict[str, Any]:
             if part is not None:
                 part.close()
         tracker.close()
-    table = format_metrics(point.public, saved.env_step)
-    print(table)
-    write_summary(run.run_dir, f"evaluation of {saved.actors}", table)
+    tables = [format_metrics(point.public, saved.env_step)]
+    if point.held_out:
+        tables.append(format_held_out_table(point.held_out, saved.env_step))
+    print("\n\n".join(tables))
+    write_summary(run.run_dir, f"evaluation of {saved.actors}", *tables)
     print(f"wrote {run.run_dir}")
     return {"env_step": saved.env_step, "eval": point.public, "eval_full": point.full}

@@ -1,4 +1,5 @@
-"""The scalable curriculum: filter candidate rows, stratified train/eval split, eval panels, short set.
+"""The scalable curriculum: filter candidate rows, stratified train/eval split, eval panels, short set, and
+(held_out_eval) every row the run does not train on, in and out of the curriculum's cells.
 
 The split reproduces the earlier implementation call for call (`random.Random(seed)`, one shuffle per
 stratum in sorted stratum order, then one shuffle of the whole train list), so the default config yields
@@ -14,6 +15,18 @@ from typing import Any, Mapping, Optional, Sequence
 from travel.data.row import TravelRow
 
 
+# The terminal evaluation's held-out groups: rows of the curriculum's (days, level, city count) cells that the
+# run did not train on (the eval pool and the unused rows), and rows of other cells (7-day, 3-city, hard, ...).
+IN_CURRICULUM, OUT_OF_CURRICULUM = "in_curriculum", "out_of_curriculum"
+HELD_OUT_GROUPS = (IN_CURRICULUM, OUT_OF_CURRICULUM)
+
+
+def cell_name(row: TravelRow) -> str:
+    """A row's (days, level, city count) cell, as tables show it."""
+    cities = f"{row.visiting_city_number} {'city' if row.visiting_city_number == 1 else 'cities'}"
+    return f"{row.days}-day {row.level} {cities}"
+
+
 class CurriculumError(ValueError):
     """A curriculum option that cannot work; the message names the option."""
 
@@ -27,6 +40,8 @@ class CurriculumSplit:
     short_days: tuple[int, ...]
     # source_index -> why the row is in neither train nor eval: a filter option, or a full cell
     excluded: Mapping[int, str] = field(default_factory=dict)
+    # curriculum.held_out_eval: the rows not trained on beyond the eval pool, by group (HELD_OUT_GROUPS)
+    held_out: Mapping[str, tuple[TravelRow, ...]] = field(default_factory=dict)
 
     @property
     def panels(self) -> tuple[tuple[TravelRow, ...], ...]:
@@ -85,6 +100,7 @@ class ScalableCurriculum:
         eval_panel_size: int = 4,
         short_days: Sequence[int] = (3,),
         short_epochs: int = 8,
+        held_out_eval: bool = False,
     ):
         train_per_cell, eval_per_cell = _count("train_per_cell", train_per_cell, 0), _count("eval_per_cell", eval_per_cell, 0)
         eval_panel_size, short_epochs = _count("eval_panel_size", eval_panel_size, 1), _count("short_epochs", short_epochs, 0)
@@ -107,6 +123,17 @@ class ScalableCurriculum:
         self.eval_panel_size = int(eval_panel_size)
         self.short_days = tuple(int(d) for d in short_days)
         self.short_epochs = int(short_epochs)
+        if not isinstance(held_out_eval, bool):
+            raise CurriculumError(f"curriculum.held_out_eval={held_out_eval!r}: expected true or false")
+        self.held_out_eval = held_out_eval
+
+    def in_cells(self, row: TravelRow) -> bool:
+        """Whether the row's days, level and city count are among the curriculum's."""
+        return (
+            _allow(self.days, row.days)
+            and _allow(self.levels, row.level, fold=True)
+            and _allow(self.visiting_city_numbers, row.visiting_city_number)
+        )
 
     def filter(self, rows: Sequence[TravelRow]) -> list[TravelRow]:
         excluded = self.excluded(rows)
@@ -186,8 +213,21 @@ class ScalableCurriculum:
                         f"unused: cell ({cell}) has {len(groups[key])} candidate rows, the split takes "
                         f"curriculum.train_per_cell + curriculum.eval_per_cell = {need}"
                     )
+        held_out: dict[str, tuple[TravelRow, ...]] = {}
+        if self.held_out_eval:
+            rest = [row for row in rows if row.source_index not in used]
+            held_out = {
+                IN_CURRICULUM: tuple(row for row in rest if self.in_cells(row)),
+                OUT_OF_CURRICULUM: tuple(row for row in rest if not self.in_cells(row)),
+            }
         split = CurriculumSplit(
-            tuple(candidates), tuple(train), tuple(evals), self.eval_panel_size, self.short_days, dict(sorted(excluded.items()))
+            tuple(candidates),
+            tuple(train),
+            tuple(evals),
+            self.eval_panel_size,
+            self.short_days,
+            dict(sorted(excluded.items())),
+            held_out,
         )
         if self.short_epochs and not split.short:
             raise CurriculumError(

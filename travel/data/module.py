@@ -76,8 +76,10 @@ class DataModule:
         return failures
 
     def check_catalogs(self) -> None:
-        """Fail, naming the rows, if any train or eval row's catalog cannot be parsed."""
-        failures = self.catalog_failures((*self.split.train, *self.split.eval))
+        """Fail, naming the rows, if any train, eval or held-out row's catalog cannot be parsed."""
+        held_out = [row for rows in self.split.held_out.values() for row in rows]
+        failures = self.catalog_failures((*self.split.train, *self.split.eval, *held_out))
         if failures:
             detail = "\n".join(f"  row {index}: {message}" for index, message in sorted(failures.items()))
-            raise CatalogParseError(f"{len(failures)} train/eval rows have unparsable reference catalogs:\n{detail}")
+            where = "train/eval/held-out (curriculum.held_out_eval)" if held_out else "train/eval"
+            raise CatalogParseError(f"{len(failures)} {where} rows have unparsable reference catalogs:\n{detail}")

@@ -117,7 +117,11 @@ def build_dry_report(run: "Run") -> dict[str, Any]:
             str(row.source_index): [[day, field] for day, field in sorted(row.required_slots)] for row in candidates
         },
     }
-    report.update(environment_checks((*split.train, *split.eval), run.reward_config, joint=report["actor"]["joint_action"]))
+    held_out = [row for rows in split.held_out.values() for row in rows]
+    if split.held_out:  # curriculum.held_out_eval: the terminal evaluation scores these rows too
+        report["held_out_rows"] = {group: _indices(rows) for group, rows in split.held_out.items()}
+    checked = (*split.train, *split.eval, *held_out)
+    report.update(environment_checks(checked, run.reward_config, joint=report["actor"]["joint_action"]))
     return report
 
 
@@ -150,6 +154,11 @@ def format_dry_report(report: dict[str, Any]) -> str:
         f"train {report['train_rows']} (short {report['short_rows']}), eval {report['eval_rows']}",
         f"  reference   {chars['min']:,}-{chars['max']:,} chars (median {chars['median']:,})",
         excluded_line(report["excluded_rows"]),
+        *(
+            ["  held out    beyond the eval pool: " + ", ".join(f"{group} {len(rows)}" for group, rows in report["held_out_rows"].items())
+             + " rows, scored by the terminal evaluation apart from eval/*"]
+            if "held_out_rows" in report else []
+        ),
         f"  catalogs    {len(report['catalog_parse_failures'])} parse failures",
         f"  budget      {report['algorithm']}: {report['collected_candidates']:,} collected candidates, "
         f"{_bound(report, 'env_steps')}{report['env_steps']} env steps ({report['env_steps_unit']}: {phases}), "

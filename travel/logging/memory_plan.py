@@ -139,10 +139,11 @@ class MemoryPlan:
 
         role_budget = self.generation.max_new_tokens
         train = split.train if self.train_rows is None else self.train_rows
-        rows = [*train, *split.eval]
+        held_out = [row for group in split.held_out.values() for row in group]  # curriculum.held_out_eval
+        rows = [*train, *split.eval, *held_out]
         return Workload(
             train_prompts=tuple(sorted((longest(row) for row in train), reverse=True)),
-            eval_prompts=tuple(sorted((longest(row) for row in split.eval), reverse=True)),
+            eval_prompts=tuple(sorted((longest(row) for row in (*split.eval, *held_out)), reverse=True)),
             joint_texts=max((joint_text(row) for row in rows), default=0) + 2 * role_budget,
             action_tokens=layout.output_budget(role_budget),
         )

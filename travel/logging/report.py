@@ -61,14 +61,38 @@ def format_table(
     return "\n".join(lines)
 
 
+def format_held_out_table(held_out: Mapping[str, Mapping], env_step: int) -> str:
+    """The terminal evaluation's held-out groups (curriculum.held_out_eval) side by side: the main metrics, then
+    each cell's rows and mean reward."""
+    groups = list(held_out)
+    width = max(len(name) for name in (*MAIN_TABLE_METRICS, "rows"))
+    column = max(12, *(len(group) for group in groups))
+    header = f"{'metric':<{width}}" + "".join(f"  {group:>{column}}" for group in groups)
+    lines = [
+        f"held-out rows at env step {env_step} (greedy; in_curriculum includes the eval pool; not in eval/*)",
+        header,
+        "-" * len(header),
+        f"{'rows':<{width}}" + "".join(f"  {held_out[g]['rows']:>{column}}" for g in groups),
+    ]
+    for name in MAIN_TABLE_METRICS:
+        lines.append(f"{name:<{width}}" + "".join(f"  {held_out[g]['metrics'][name]:>{column}.4f}" for g in groups))
+    cells = [(cell, g, info) for g in groups for cell, info in held_out[g]["cells"].items()]
+    cell_width = max(len("cell"), *(len(cell) for cell, _, _ in cells))
+    lines += ["", f"{'cell':<{cell_width}}  {'group':<{column}}  {'rows':>4}  {'reward':>8}"]
+    lines += [f"{cell:<{cell_width}}  {g:<{column}}  {info['rows']:>4}  {info['reward']:>8.4f}" for cell, g, info in cells]
+    return "\n".join(lines)
+
+
 SUMMARY_FILE = "summary.md"
 
 
-def write_summary(run_dir: str | Path, title: str, table: str) -> Path:
-    """The run's initial / final / delta table (or a saved actors' evaluation) as summary.md."""
+def write_summary(run_dir: str | Path, title: str, *tables: str) -> Path:
+    """The run's initial / final / delta table (or a saved actors' evaluation), and any further tables (the
+    held-out rows), as summary.md."""
     from travel.io import write_text_atomic
 
-    return write_text_atomic(Path(run_dir) / SUMMARY_FILE, f"# {title}\n\n```text\n{table}\n```\n")
+    body = "\n".join(f"```text\n{table}\n```\n" for table in tables)
+    return write_text_atomic(Path(run_dir) / SUMMARY_FILE, f"# {title}\n\n{body}")
 
 
 def fit_y_axis(axis, values: Sequence[float], floor_span: float = 0.02) -> None:

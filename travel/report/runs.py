@@ -31,10 +31,11 @@ class Group:
     algorithm: str
     comparator: str  # "-" for algorithms without a comparator
     layout: str
+    values: str = "catalog"  # generation.values: catalog or free text
 
     def label(self) -> str:
         parts = [self.algorithm] + ([self.comparator] if self.comparator != "-" else []) + ([self.layout] if self.layout != "decentralized" else [])
-        return " / ".join(parts)
+        return " / ".join(parts + ([f"{self.values} values"] if self.values != "catalog" else []))
 
 
 @dataclass
@@ -45,6 +46,7 @@ class RunSummary:
     status: str  # completed | stopped | failed | running | no status
     error: str = ""
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)  # (env_step, eval/* without the prefix)
+    held_out: dict[str, Any] = field(default_factory=dict)  # eval_final.json's held-out groups (held_out_eval)
 
     @property
     def complete(self) -> bool:
@@ -93,7 +95,8 @@ def group_of(config: dict[str, Any], where: Path, iterative: Optional[set[str]] 
         comparator = str((config.get("comparator") or {}).get("name", "-"))
         if config.get("generation_mode") == "centralized":
             comparator += " (central teacher)"
-    return Group(algorithm, comparator, layout)
+    values = str((config.get("generation") or {}).get("values", "catalog"))
+    return Group(algorithm, comparator, layout, values)
 
 
 def read_curve(metrics: Path) -> list[tuple[int, dict[str, float]]]:
@@ -132,7 +135,18 @@ def read_run(path: Path, iterative: Optional[set[str]] = None) -> Optional[RunSu
         status=lines[0] if lines else "no status",
         error=" ".join(lines[1:2]),
         curve=read_curve(path / "metrics.jsonl"),
+        held_out=read_held_out(path / "eval_final.json"),
     )
+
+
+def read_held_out(eval_final: Path) -> dict[str, Any]:
+    """The held-out groups of a terminal evaluation ({} without them, or without the file)."""
+    if not eval_final.is_file():
+        return {}
+    try:
+        return dict(json.loads(eval_final.read_text(encoding="utf-8")).get("held_out") or {})
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{eval_final}: not JSON ({exc.msg})") from None
 
 
 def read_runs(paths: Iterable[str | Path]) -> list[RunSummary]:

@@ -57,7 +57,7 @@ def group_rows(runs: Sequence[RunSummary]) -> list[GroupRow]:
     for run in complete:
         by_group.setdefault(run.group, []).append(run)
     rows = []
-    for group in sorted(by_group, key=lambda g: (g.algorithm, g.comparator, g.layout)):
+    for group in sorted(by_group, key=lambda g: (g.algorithm, g.comparator, g.layout, g.values)):
         members = sorted(by_group[group], key=lambda r: r.seed)
         rows.append(
             GroupRow(
@@ -108,6 +108,30 @@ def groups_csv(rows: Sequence[GroupRow]) -> str:
     return _csv(header, out)
 
 
+HELD_OUT_METRICS = ("reward", "required_grounded_recall", "reference_commonsense_micro", "reference_plan_success")
+
+
+def held_out_markdown(runs: Sequence[RunSummary]) -> list[str]:
+    """Mean ± std over seeds of the terminal evaluation's held-out groups, one table per group; [] when no complete
+    run evaluated held-out rows (curriculum.held_out_eval)."""
+    complete = [r for r in runs if r.complete and r.held_out]
+    lines: list[str] = []
+    for name in dict.fromkeys(g for r in complete for g in r.held_out):
+        members: dict[Group, list[RunSummary]] = {}
+        for run in complete:
+            if name in run.held_out:
+                members.setdefault(run.group, []).append(run)
+        rows_seen = sorted({run.held_out[name]["rows"] for runs_ in members.values() for run in runs_})
+        lines += ["", f"## Held-out rows, {name.replace('_', ' ')} (terminal evaluation; {'/'.join(map(str, rows_seen))} rows)", ""]
+        lines.append("| group | seeds | " + " | ".join(HELD_OUT_METRICS) + " |")
+        lines.append("| --- | --- | " + " | ".join("---:" for _ in HELD_OUT_METRICS) + " |")
+        for group in sorted(members, key=lambda g: (g.algorithm, g.comparator, g.layout, g.values)):
+            group_runs = sorted(members[group], key=lambda r: r.seed)
+            cells = [Spread.of([r.held_out[name]["metrics"][m] for r in group_runs]).markdown() for m in HELD_OUT_METRICS]
+            lines.append(f"| {group.label()} | {', '.join(str(r.seed) for r in group_runs)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(runs: Sequence[RunSummary], rows: Sequence[GroupRow]) -> str:
     lines = ["## Mean ± std over seeds (fixed anchor; final, and final - initial)", ""]
     shown = [m for m in HEADLINE_METRICS if rows and m in rows[0].final]
@@ -120,6 +144,7 @@ def markdown(runs: Sequence[RunSummary], rows: Sequence[GroupRow]) -> str:
                 for row in rows for seed in sorted(set(row.seeds)) if row.seeds.count(seed) > 1]
     if repeated:
         lines += ["", "Repeated seeds (reruns of one configuration, each counted): " + "; ".join(repeated) + "."]
+    lines += held_out_markdown(runs)
     lines += ["", "## Runs (reward on the fixed anchor)", "", "| run | group | seed | initial | final | delta |",
               "| --- | --- | --- | ---: | ---: | ---: |"]
     for run in sorted((r for r in runs if r.complete), key=lambda r: (r.group.label(), r.seed)):
