@@ -25,13 +25,13 @@ def dry_run(tmp_path: Path, *overrides: str) -> dict:
 
 def experiment_overrides(name: str, model_dir: Path) -> list[str]:
     """What a user adds to the experiment's documented command: the train file where it reads local rows, a
-    model directory where its model takes one."""
-    node = OmegaConf.to_container(OmegaConf.load(CONF / "experiment" / f"{name}.yaml"))
-    defaults = [next(iter(item.items())) for item in node.get("defaults", []) if isinstance(item, dict)]
+    model directory where its model takes one (read from the composed config, so an experiment that builds on
+    another gets its needs)."""
+    cfg = compose_config(f"experiment={name}")
     extra = []
-    if ("override /data", "local") in defaults:
+    if OmegaConf.is_missing(cfg.data, "path"):
         extra.append(f"data.path={require_shared_data() / 'train.jsonl'}")
-    if ("override /model", "smollm2_135m") in defaults:
+    if "path" in cfg.model and cfg.model.name == "smollm2_135m":
         extra.append(f"model.path={model_dir}")
     return extra
 

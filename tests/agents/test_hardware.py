@@ -54,3 +54,12 @@ def test_a_preset_names_the_preset_for_an_algorithm_it_does_not_suit():
     two.check_suits("magrpo")
     with pytest.raises(ValueError, match="algorithm=marlhf_iter does not suit hardware=2gpu: use hardware=2gpu_preference"):
         two.check_suits("marlhf_iter")
+
+
+def test_a_null_preset_in_unsuited_lifts_a_refusal():
+    """An experiment whose models are small enough keeps its preset for an algorithm the preset refuses."""
+    with pytest.raises(ValueError, match="algorithm=marlhf does not suit hardware=1x80gb: use hardware=2gpu_preference"):
+        HardwareConfig.from_mapping(compose_config("hardware=1x80gb").hardware).check_suits("marlhf")
+    lifted = HardwareConfig.from_mapping(compose_config("experiment=smollm2_gpu_marlhf", "data.path=rows.jsonl").hardware)
+    lifted.check_suits("marlhf")
+    lifted.check_suits("marlhf_iter")

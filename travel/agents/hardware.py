@@ -89,8 +89,9 @@ class HardwareConfig:
             raise DeviceError(
                 f"hardware.parallel_training=per_device needs two different hardware.agent_devices, got {list(self.agent_devices)}"
             )
-        if not isinstance(self.unsuited, Mapping) or not all(isinstance(v, str) for v in self.unsuited.values()):
-            raise ValueError(f"hardware.unsuited={self.unsuited!r}: expected algorithm: preset pairs")
+        # a null preset lifts the base preset's refusal (an experiment whose small models fit, say)
+        if not isinstance(self.unsuited, Mapping) or not all(v is None or isinstance(v, str) for v in self.unsuited.values()):
+            raise ValueError(f"hardware.unsuited={self.unsuited!r}: expected algorithm: preset pairs (null: suited)")
         for option in ("offload_inactive_actor", "compile_decode", "compile_prefill", "compile_update", "gradient_checkpointing"):
             check_bool(f"hardware.{option}", getattr(self, option))
         check_int("hardware.torch_threads", self.torch_threads, 1, optional=True, none_means="torch's default")
