@@ -4,7 +4,8 @@ Reads every training run at or under the given directories (travel/report/runs.p
 by algorithm x comparator x actor layout from their resolved configs, and writes into --out (default
 `report/`): `report.md` (mean ± std over seeds of the headline metrics, each run's reward, the incomplete runs
 apart), `groups.csv` and `runs.csv` (every main metric: initial, final, delta) and `curves.png` (each group's
-fixed-anchor curves with a band over seeds). The Markdown is printed too.
+fixed-anchor curves with a band over seeds). The Markdown is printed too. With `--html`, `html/` in --out gets
+one page per complete run showing its plans, and an index linking them (travel/report/html.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from travel.report.runs import ReportError, read_runs
 from travel.report.tables import group_rows, groups_csv, markdown, runs_csv
 
 
-def build_report(paths: Sequence[str | Path], out: str | Path) -> dict[str, Path]:
+def build_report(
+    paths: Sequence[str | Path], out: str | Path, *, pages: bool = False, data: Optional[str] = None
+) -> dict[str, Path]:
     """Write the report of the runs under `paths` into `out`; returns the files written by name."""
     from travel.io import write_text_atomic
 
@@ -36,6 +39,10 @@ def build_report(paths: Sequence[str | Path], out: str | Path) -> dict[str, Path
         "runs.csv": write_text_atomic(out / "runs.csv", runs_csv(runs)),
     }
     written["curves.png"] = plot_groups(runs, out / "curves.png")
+    if pages:
+        from travel.report.html import write_pages
+
+        written.update({f"html/{name}": path for name, path in write_pages(runs, out / "html", data).items()})
     return written
 
 
@@ -43,9 +50,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m travel.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("paths", nargs="+", help="run directories, sweep directories, or folders holding them")
     parser.add_argument("--out", default="report", help="where the tables and the figure go (default: report/)")
+    parser.add_argument("--html", action="store_true", help="also write a page per run showing its plans (html/)")
+    parser.add_argument("--data", help="the runs' train file, where their config's data.path is not on this machine")
     args = parser.parse_args(argv)
     try:
-        written = build_report(args.paths, args.out)
+        written = build_report(args.paths, args.out, pages=args.html, data=args.data)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
