@@ -5,18 +5,21 @@
     python launch.py --multirun seed=1,2,3 hydra/launcher=submitit_slurm
 """
 
+import sys
 import warnings
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from travel.algorithms.registry import load_algorithms
+from travel.algorithms.core.registry import load_algorithms
 
 # conf/hydra/launcher/submitit_*.yaml fill the plugin's schema from the hardware option; Hydra still
 # validates them against that schema and warns that same-name matching is deprecated.
 warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema with the same name")
-load_algorithms()  # their experiment presets join the config search (conf/config.yaml's defaults list)
+# every algorithm YAML's module, also from directories the command line adds to the search path: their
+# experiment presets join the config search (conf/config.yaml's defaults list)
+load_algorithms(sys.argv[1:])
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -32,8 +32,8 @@ DEFAULT_SETTINGS = (
 def timed_evaluation(overrides: list[str], setting: str) -> dict:
     import torch
 
-    from travel.algorithms.evaluation import Evaluator
-    from travel.algorithms.rollout import JointRolloutSampler
+    from travel.algorithms.core.evaluation import Evaluator
+    from travel.algorithms.core.rollout import JointRolloutSampler
     from travel.run import Run
 
     name, _, options = setting.partition("=")

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch
 from bench.project import add_project_arguments, compose_config, project_actors
-from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
-from travel.algorithms.rollout import JointRolloutSampler
+from travel.algorithms.online.magrpo import BufferSample, group_advantages, value_loss_step
+from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.run import Run
 
 LAYOUTS = ("decentralized", "centralized")

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch
 from bench.measure import above_weights, gib, measure
 from bench.project import add_project_arguments, compose_config, project_actors
-from travel.algorithms.preferences import PreferenceSettings, PolicySource, collect_preferences, generation_chunks
+from travel.algorithms.preference.collection import PreferenceSettings, PolicySource, collect_preferences, generation_chunks
 from travel.run import Run
 
 def measure_collection(row: Any, actors: Any, settings: PreferenceSettings, batch_size: int, reward_config: Any):

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from travel.agents.layouts import PolicyLayout
-from travel.algorithms.registry import load_algorithms
+from travel.algorithms.core.registry import load_algorithms
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "travelplanner" / "train.jsonl"

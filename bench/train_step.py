@@ -45,10 +45,10 @@ import torch
 from bench.measure import synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
 from travel.agents.models import checkpoint_first_layers, decoder_layers, set_activation_checkpointing
-from travel.algorithms.dpo import joint_dpo_update
-from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
-from travel.algorithms.preferences import PolicySource, PreferenceSettings, collect_preferences
-from travel.algorithms.rollout import JointRolloutSampler
+from travel.algorithms.preference.dpo import joint_dpo_update
+from travel.algorithms.online.magrpo import BufferSample, group_advantages, value_loss_step
+from travel.algorithms.preference.collection import PolicySource, PreferenceSettings, collect_preferences
+from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.generation.options import PREFIX_KERNELS
 from travel.logging.memory_plan import GIB, MemoryPlan
 from travel.reward import score_joint_actions

@@ -1,9 +1,9 @@
 """One MAGRPO update of one actor on real prompts: each prompt's K candidates packed behind one copy of the
 prompt against one padded sequence per candidate (the reference's layout, the baseline). Packed two ways: the
 prompt and the candidates as one sequence under one (prompt + candidates)^2 mask, and the default, the prompt
-alone and then the candidates over its key/value cache (travel.algorithms.losses.shared_prompt_value_logprobs).
+alone and then the candidates over its key/value cache (travel.algorithms.core.losses.shared_prompt_value_logprobs).
 The one-mask form runs three times: with the prompt's rows as causal attention over the prompt (its default,
-travel/algorithms/packed_attention.py), with the whole square under the mask, as it ran before, and split with
+travel/algorithms/core/packed_attention.py), with the whole square under the mask, as it ran before, and split with
 the decoder layers through torch.compile (hardware.compile_update; its first, warm-up update compiles, once
 more at its second prompt's new length). With activation checkpointing on (`hardware=1xb200`) the cache is
 dropped, so the default method runs the one-mask form.
@@ -33,8 +33,8 @@ import torch
 from bench.measure import above_weights, gib, measure, profile_call
 from bench.project import add_project_arguments, compose_config, project_actors
 from travel.agents.compiled_layers import compile_update_layers, eager_update_layers, update_layers_compiled
-from travel.algorithms import losses
-from travel.algorithms.magrpo import BufferSample, group_advantages, value_loss_step
+from travel.algorithms.core import losses
+from travel.algorithms.online.magrpo import BufferSample, group_advantages, value_loss_step
 from travel.run import Run
 
 # (name, packed, over the prompt's cache, the one-mask form's prompt rows split off, decoder layers compiled)

@@ -68,7 +68,7 @@ def check(run_dir: Path, iterative: bool, preference: bool) -> list[str]:
 
 
 def main() -> int:
-    from travel.algorithms.registry import registered, spec_named
+    from travel.algorithms.core.registry import registered, spec_named
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="where the run directories go (default: a temp dir)")

@@ -69,9 +69,9 @@ def compose_config(*overrides: str, hydra: bool = False, config_dir: Path = CONF
     `hydra=True` keeps the `hydra` node."""
     from hydra import compose, initialize_config_dir
 
-    from travel.algorithms.registry import load_algorithms
+    from travel.algorithms.core.registry import load_algorithms
 
-    load_algorithms()
+    load_algorithms(overrides)
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 

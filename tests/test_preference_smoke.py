@@ -50,7 +50,7 @@ def expected_dpo_eval_steps(update_env_steps: list[int], eval_every: int) -> lis
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_the_run_stores_exact_pairs_and_logs_eval_at_the_scheduled_env_steps(runs, algorithm):
     from travel.agents.offline_tokenizer import build_offline_tokenizer
-    from travel.algorithms.replay import ReplayStore
+    from travel.algorithms.preference.replay import ReplayStore
     from travel.data.module import DataModule
     from travel.generation import role_request
     from travel.task.roles import assistant_prefill

@@ -15,8 +15,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from travel.agents.hardware import HardwareConfig
-from travel.algorithms.config import AlgorithmConfig
-from travel.algorithms.registry import AlgorithmSpec, TrainingParts, algorithm_config, spec_for
+from travel.algorithms.core.config import AlgorithmConfig
+from travel.algorithms.core.registry import AlgorithmSpec, TrainingParts, algorithm_config, spec_for
 from travel.data.module import DataModule
 from travel.generation.config import GenerationConfig
 from travel.io import write_text_atomic
@@ -47,7 +47,7 @@ class Run:
     MODES = ("dry", "train", "eval")
 
     def __init__(self, cfg: DictConfig, run_dir: Optional[str] = None, score: Optional[Callable[..., Any]] = None):
-        """`score`: the reward seam's score function (travel.algorithms.rollout.ScoreFn); None is the task
+        """`score`: the reward seam's score function (travel.algorithms.core.rollout.ScoreFn); None is the task
         reward. Training rollouts, evaluation and preference labels all use it."""
         self.cfg = cfg
         self.score = score
@@ -77,7 +77,7 @@ class Run:
 
     @cached_property
     def algorithm(self) -> AlgorithmConfig:
-        """The typed config of `algorithm=` (travel/algorithms/config.py), validated."""
+        """The typed config of `algorithm=` (travel/algorithms/core/config.py), validated."""
         return algorithm_config(self.cfg.algorithm)
 
     @cached_property
@@ -239,8 +239,8 @@ class Run:
 
     def evaluation_parts(self, layout: Any, tracker: Any) -> tuple[Any, Any]:
         """The rollout sampler over `layout` (the run's score function) and the evaluator of the split's eval rows."""
-        from travel.algorithms.evaluation import Evaluator
-        from travel.algorithms.rollout import JointRolloutSampler
+        from travel.algorithms.core.evaluation import Evaluator
+        from travel.algorithms.core.rollout import JointRolloutSampler
 
         generation, split = self.generation, self.data.split
         sampler = JointRolloutSampler(
@@ -260,7 +260,7 @@ class Run:
 
     @cached_property
     def comparator_spec(self):
-        from travel.algorithms.comparators import ComparatorSpec
+        from travel.algorithms.preference.comparators import ComparatorSpec
 
         return ComparatorSpec.from_config(self.cfg, self.algorithm)
 

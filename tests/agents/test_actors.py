@@ -36,7 +36,7 @@ def test_sample_rows_equals_row_by_row_sampling():
 def test_bf16_compute_decodes_and_updates_over_fp32_master_weights():
     """hardware.compute_dtype=bfloat16: actions stay strict, the update runs its forward in bf16, and the
     weights and AdamW state stay float32 (so steps of about the learning rate are not rounded away)."""
-    from travel.algorithms.magrpo import BufferSample, value_loss_step
+    from travel.algorithms.online.magrpo import BufferSample, value_loss_step
 
     hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compute_dtype": "bfloat16"}
     generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8}

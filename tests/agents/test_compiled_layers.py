@@ -20,7 +20,7 @@ from travel.agents.compiled_layers import (
     update_layers_compiled,
 )
 from travel.agents.models import build_tiny_random, checkpoint_first_layers
-from travel.algorithms.losses import prompt_cache_usable, shared_prompt_value_logprobs
+from travel.algorithms.core.losses import prompt_cache_usable, shared_prompt_value_logprobs
 
 
 def packed_update(model, prompt_tokens: int, lengths: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:

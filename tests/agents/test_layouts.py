@@ -8,7 +8,7 @@ from tests.fixtures import fixture_row
 from travel.agents.actors import build_layout
 from travel.agents.layouts import CentralizedLayout, DecentralizedLayout, layout_class
 from travel.agents.models import build_tiny_random
-from travel.algorithms.rollout import JointRolloutSampler
+from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.task.fields import JOINT_ACTION
 from travel.task.joint_action import CENTRALIZED_JOINT, DECENTRALIZED, split_joint_action
 from travel.task.joint_prompt import build_joint_prompt

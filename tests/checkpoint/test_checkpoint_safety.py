@@ -11,9 +11,9 @@ import torch
 
 from travel.agents.actors import build_layout
 from travel.agents.models import build_tiny_random
-from travel.algorithms.marlhf import REWARD_MODEL_FILE
-from travel.algorithms.policy_checkpoints import PolicyCheckpoints
-from travel.algorithms.preference_checkpoint import PREFERENCE_STATE, restore_preference_state
+from travel.algorithms.online.marlhf import REWARD_MODEL_FILE
+from travel.algorithms.preference.policy_checkpoints import PolicyCheckpoints
+from travel.algorithms.preference.checkpoint import PREFERENCE_STATE, restore_preference_state
 from travel.checkpoint.store import (
     DIGESTS,
     CheckpointError,

@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from travel.algorithms.comparators import RngStream
+from travel.algorithms.preference.comparators import RngStream
 from travel.checkpoint.signals import (
     RequeueWindow,
     RunInterrupted,

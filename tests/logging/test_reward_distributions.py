@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from tests.logging.wandb_files import history_rows, offline_run_file
-from travel.algorithms.preference_batch import (
+from travel.algorithms.preference.batch import (
     COMPARATOR,
     TARGET,
     CandidateRef,

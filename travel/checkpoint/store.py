@@ -9,7 +9,7 @@ leaves the previous checkpoints and no partial one under that name), the newest 
 - `trainer.json`: the trainer's position (travel/algorithms' `checkpoint_state`), the evaluations so far, the
   byte length of metrics.jsonl at this point and the W&B run id;
 - what the trainer adds (`extra`): a preference run's replay shards, comparator state and reward model
-  (travel/algorithms/preference_checkpoint.py);
+  (travel/algorithms/preference/checkpoint.py);
 - `digests.json`: the sha256 of every file above;
 - `checkpoint.json`, written last inside the directory: env_step, algorithm, layout.
 

@@ -2,27 +2,24 @@
 prompt's prefill (hardware.compile_prefill), and where a run keeps compiled code, the updates' too
 (hardware.compile_cache_dir).
 
-A CUDA graph replays a step with one launch, but every kernel of the step still runs: about 55 per layer
-(54 counted on SmolLM2), most of them elementwise kernels of a few microseconds however little they touch
-(RMSNorm, rotary, SiLU, the residual adds, the attention's scale, mask, concatenation and softmax).
-TorchInductor fuses them into a few generated kernels per layer and keeps the matmuls on cuBLAS; the static
-step then captures the compiled forward in its CUDA graph as it captures the plain one. On an H200 with a
-random Qwen3-4B and a 6,000-token prompt that took a step from 14.1 to 8.2 ms at 20 candidates, and from
-10.1 to 6.5 ms at one.
+A CUDA graph replays a step with one launch, but every kernel of the step still runs: about 55 per layer, most of
+them elementwise kernels of a few microseconds however little they touch (RMSNorm, rotary, SiLU, the residual adds,
+the attention's scale, mask, concatenation and softmax). `CompiledForward` wraps a forward function (the step's
+`forward_logits`, `forward_selected_logits`, or the prefill's `forward_prompt_logits`) so that TorchInductor fuses
+them into a few generated kernels per layer and keeps the matmuls on cuBLAS; it takes and returns what the wrapped
+function does (the model, its inputs and cache; the logits), and the static step captures the compiled forward in
+its CUDA graph as it captures the plain one.
 
 With `hardware.compile_prefill` each prompt's prefill runs through torch.compile as well, a function of its own
-(`forward_prompt_logits`), so its sizes never make the step's dynamic. Eager, the prefill of a 6,000-token prompt of
-that model took 0.157 s, a third of it elementwise kernels over the prompt's positions; compiled 0.110 s (with the
-causal attention of travel/generation/static_step.py, which keeps FlashAttention in the trace). It makes the first
-decode call of a process longer: 180 s against 61 s at 20 candidates, 139 s against 57 s at one; in a default
-MAGRPO buffer it saved 0.024 s per env step and cost the first buffer about 3 minutes, about what it saves over the
-whole 5,040-step run, hence an option of its own, off by default (docs/performance.md).
+(`forward_prompt_logits`) with dynamic lengths from its first call, so its sizes never make the step's dynamic; it
+keeps FlashAttention in the trace through the causal attention of travel/generation/static_step.py. It makes the
+first decode call of a process longer by more than it saves over a run, hence an option of its own, off by default.
 
-The compiled function is shared by every step, model and decoder of the process. The first call compiles
-(67-103 s for that 4B model, once per process and step kind); a call of new sizes (rows, prompt width)
-compiles once more, with dynamic sizes that then serve every later size. Starting with dynamic sizes
-instead made the first compile far slower. Where compiling fails (no compiler, an unsupported model), the
-step warns once and runs the plain forward.
+The compiled function is shared by every step, model and decoder of the process. The first call compiles (once
+per process and step kind); a call of new sizes (rows, prompt width) compiles once more, with dynamic sizes that
+then serve every later size. Starting with dynamic sizes instead made the first compile far slower. Where compiling
+fails (no compiler, an unsupported model), the step warns once and runs the plain forward. Timings:
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -79,8 +76,7 @@ def use_compile_cache(directory: str | None) -> Path | None:
     (`~` expanded, created) for this process and the ones it starts, so a later process that compiles the same
     graphs loads them instead (torch's own cache, keyed by graph, torch version and device). None leaves torch's
     choice: TORCHINDUCTOR_CACHE_DIR where set, else a folder in the temporary directory, which a cluster may wipe
-    between jobs. On the CPU a tiny model's first compiled decode call took 21.7 s in a process with an empty
-    cache and 4.4 s in the next one."""
+    between jobs."""
     if directory is None:
         return None
     path = Path(os.path.expanduser(directory)).resolve()
@@ -94,8 +90,8 @@ def use_compile_cache(directory: str | None) -> Path | None:
 
 COMPILED_FORWARD = CompiledForward()
 COMPILED_SELECTED_FORWARD = CompiledForward(forward_selected_logits)
-# every prompt has a length of its own, so the prefill compiles dynamic lengths at once (84 s on an H200 for
-# Qwen3-4B) rather than a first length (44 s) and then dynamic ones
+# every prompt has a length of its own, so the prefill compiles dynamic lengths at once rather than a first length
+# and then dynamic ones (which took longer in all)
 COMPILED_PROMPT_FORWARD = CompiledForward(forward_prompt_logits, purpose="the prompt's prefill", dynamic=True)
 
 

@@ -15,9 +15,9 @@ the slot's suffix after it. The forward of a jump iteration then takes up to `ju
 (travel/generation/jump_step.py). Every decision is taken at the same point of a row's output either way,
 and seeded draws are keyed by the row's generated-token count, so both modes give the same tokens.
 
-With `compiled` both functions run through torch.compile (`hardware.compile_decode`): on an H200 their ~130
-kernels per iteration took about 1 ms of GPU time at 20 rows, against the model step's 6-7 ms; compiled, the
-loop alone took 0.78 ms per iteration against 1.76 (`bench/decode_loop.py --compile-loop`).
+With `compiled` both functions run through torch.compile (`hardware.compile_decode`), which fuses their ~130 small
+kernels per iteration into a few; `bench/decode_loop.py --compile-loop` times the loop alone both ways
+(docs/performance.md).
 """
 
 from __future__ import annotations

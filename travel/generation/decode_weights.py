@@ -2,10 +2,9 @@
 
 Under `hardware.compute_dtype` alone the decoder runs over the master weights (fp32 for a small model, so
 AdamW steps do not round away) inside autocast with its cast cache off (CUDA-graph capture needs that), so
-every decode step casts every weight matrix again: on an H200 those casts were a large share of the
-~1,600 small kernels of a SmolLM2 step. `DecodeWeights` keeps one copy of the model whose parameters are
-already in the compute dtype; before each decode call it copies the master weights into it (one fused
-copy, a fraction of a millisecond for a 135M model), so decoding always sees the weights as they are,
+every decode step casts every weight matrix again, a kernel per matrix. `DecodeWeights` keeps one copy of the
+model whose parameters are already in the compute dtype; before each decode call it copies the master weights into
+it (one fused copy), so decoding always sees the weights as they are,
 whatever changed them (optimizer steps, checkpoint loads, parking). Buffers are shared with the master.
 
 The copy stays on the decoding device between calls: memory of the weights in the compute dtype (half the
@@ -19,8 +18,8 @@ reads in one matmul (travel/generation/fused_projections.py); their matmuls of a
 travel/generation/skinny_matmul.py on a GPU unless `hardware.decode_matmul=cublas`.
 
 A parameter that is in the copy's dtype already (every one of a bf16 model's but the fused projections) is not
-copied: the copy holds the master's parameter itself. So a fused copy of a bf16 4B model takes the memory of its
-q/k/v and gate/up matrices alone, about 4.7 GB.
+copied: the copy holds the master's parameter itself. So a fused copy of a bf16 model takes the memory of its
+q/k/v and gate/up matrices alone.
 """
 
 from __future__ import annotations

@@ -336,7 +336,7 @@ class StructuredDecoder:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(model))
         static = self._static_backend(model, device, preallocated)
-        # measured on an H200: the shared-prefix step is faster for one candidate too (SmolLM2 7.8 against 19.5 ms)
+        # the shared-prefix step is faster for one candidate too (docs/performance.md, "SmolLM2-135M on one H200")
         sharing = self.share_prompt_cache != "never"
         shared = static is not None and sharing and shared_prefix_supported(model)
         if static is not None and self.share_prompt_cache == "always" and not shared:

@@ -4,9 +4,9 @@ transformers 5 renamed the forward argument `past_key_values` to `cache`; the de
 only through these helpers so that either name works.
 
 Structured decoding runs with the cuDNN SDPA backend disabled: its kernels are fast, but it builds a
-new execution graph for every new key length, about 1.3 ms of CPU per layer and step (47 ms per step
-on a 36-layer model, measured on an H200), which made decoding CPU-bound. Flash attention serves the
-causal prefill and memory-efficient attention the masked single-token steps.
+new execution graph for every new key length, CPU time at every layer and step that made decoding CPU-bound
+(docs/performance.md). Flash attention serves the causal prefill and memory-efficient attention the masked
+single-token steps.
 """
 
 from __future__ import annotations

@@ -32,20 +32,13 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   and at most 16 queries per key/value head (one-token steps, short jumps), the first launch's last program of each
   prompt merges it: one launch.
 
-`bench/prefix_attention.py` times the kernels alone, docs/performance.md has every measurement. What
-`auto` rests on (H200, torch 2.11, 36 layers of Qwen3-4B's shape, ms of attention per step, one process each):
-
-| shape | joint_softmax | chunked_flash | split_flash | chunked_triton | split_triton |
-| --- | ---: | ---: | ---: | ---: | ---: |
-| 20 candidates of a 6,000-token prompt (floor 0.41) | 5.22 | 4.36 | 2.85 | 3.32-3.77 | 1.26 (0.906 now, 128 suffix columns written, `triton_split.py`) |
-| 1 candidate of it (floor 0.22) | 1.81 | 2.94 | 1.83 | 2.51 | 0.56 |
-| 10 prompts of 7,450 tokens x 4 candidates, a MAGRPO buffer (floor 3.24) | 16.90 | 9.59 | - | 5.88 | 3.55 |
-
-In the compiled decoder `split_flash` took the 20-candidate step to 6.74 ms and `split_triton` to 6.39 (one token
-per step); one candidate went from 6.38 (joint softmax) to 5.44 ms. `chunked_triton` took a default MAGRPO buffer's
-generation and reward from 0.545 to 0.388 s per env step (bench/train_step.py), and `split_triton`, on another
-lease, to 0.385 s.
-FlexAttention (737 ms at 20 candidates) stays an explicit choice.
+Every kernel takes the same inputs: a step's queries per row (rows, key/value heads, group, head dim), rows
+prompt-major with `repeats` candidates per prompt; the prompts' prefix keys and values (packed by `PrefixChunks` for
+the chunked and split kernels, padded with a bias otherwise); each row's suffix keys and values (rows, key/value
+heads, capacity, head dim) with the mask or `WrittenSuffix` lengths of the columns written so far. Each returns the
+attention output in the queries' shape and dtype. `prefix_kernel` resolves `auto` for the device, dtype, rows and
+prompts of a call. `bench/prefix_attention.py` times the kernels alone; docs/performance.md has the timings that
+`auto` rests on.
 """
 
 from __future__ import annotations
@@ -96,7 +89,7 @@ def prefix_kernel(
     """The kernel `name` asks for. `auto`, where torch's FlashAttention runs (a CUDA GPU of compute capability 8 or
     more, half precision), is `split_triton` where triton imports, for any rows and prompts; without triton
     `split_flash` for one prompt of several rows and `chunked_flash` for several prompts; the joint softmax
-    otherwise (one row without triton, or no FlashAttention). The measurements are in the module's docstring."""
+    otherwise (one row without triton, or no FlashAttention). The timings behind it: docs/performance.md."""
     if name not in PREFIX_KERNELS:
         raise ValueError(f"prefix_attention must be one of {', '.join(PREFIX_KERNELS)}; got {name!r}")
     if name == "flex" and flex_attention is None:

@@ -16,7 +16,7 @@ from travel.generation.triton_varlen import tma_runs
 
 MIN_CHUNK = 256  # tokens: the shortest chunk the default cuts (each chunk adds a partial result to merge)
 # split_triton's merge unrolls over a prompt's chunks: from 18 on it spilled registers (ptxas for sm_90, 4 queries a
-# program), and 32 chunks took 4.3 ms per step against 0.97 at 16 (H200, 20 candidates, 36 layers alone)
+# program), which made the attention several times slower (docs/performance.md)
 MAX_MERGED_CHUNKS = 16
 
 
@@ -44,8 +44,8 @@ def prefix_chunks(
 ) -> PrefixChunks:
     """Chunks for the (prompts, width) prompt mask `attention`. By default enough chunks that prompts x chunks x
     `kv_heads` fills the GPU's `processors` (its multiprocessors; none off a GPU) about twice. With `one_wave` (for
-    `split_triton`) one prompt's chunks fill them at most once (16 chunks took 1.07 against 1.57 ms at 23 for 20
-    candidates on an H200), and no prompt has more than `MAX_MERGED_CHUNKS`. Each chunk has at least `MIN_CHUNK`
+    `split_triton`) one prompt's chunks fill them at most once (a second, partial wave of programs costs more than it
+    splits), and no prompt has more than `MAX_MERGED_CHUNKS`. Each chunk has at least `MIN_CHUNK`
     tokens, none is empty, and without processors every prompt is one chunk."""
     lengths = attention.sum(dim=1).tolist()
     prompts = len(lengths)

@@ -15,11 +15,9 @@ top_p (tests/generation/test_sampling.py).
 
 The nucleus is found from a threshold score: by sorting the scores (`top_p_filter`), or, where every logit is a
 16-bit float (a bfloat16 or float16 model's output head, `nucleus_bins`), from a count of the tokens at each of
-the 65,536 values that float can hold (`half_top_p_filter`): the same rule without a sort of the vocabulary.
-On an H100, 151,936 tokens, compiled in a CUDA graph: 0.140 ms at 20 rows and 0.036 at one, against 0.387 and
-0.077 for the sort with the scatter of its kept mask that the filter ran before (docs/performance.md). Most of
-that was the count's scatter-add; with its counters spread over cache lines (`spread_counters`) the filter took
-0.083 ms at 20 rows and 0.022 at one on an H200, against 0.148 and 0.035 with the counters in key order.
+the 65,536 values that float can hold (`half_top_p_filter`): the same rule without a sort of the vocabulary,
+and faster (docs/performance.md, `+sort_nucleus`). The count's scatter-add adds into counters spread over cache
+lines (`spread_counters`; `+adjacent_counters` there).
 
 Randomness comes either from a torch.Generator (multinomial draws over the whole batch) or from
 per-row seeds: a counter-based hash of (row seed, token index, token id) gives Gumbel noise, so a row's
@@ -42,8 +40,8 @@ def blocked_argmax(x: torch.Tensor, block: int = ARGMAX_BLOCK) -> torch.Tensor:
     """`x.argmax(-1)` of a (rows, width) tensor, the first maximum, as a maximum within blocks of `block` and an
     argmax over the blocks' maxima.
 
-    TorchInductor reduces an argmax in one program per row: over a 151,936-token row that took 0.10 ms on an H200
-    whether at 1 row or 20, where reading the row takes about a microsecond. The first block holding the maximum
+    TorchInductor reduces an argmax in one program per row, which over a vocabulary-wide row takes far longer than
+    reading the row. The first block holding the maximum
     holds its first occurrence, so the two-level argmax is the same index, ties and all. A mask (bool or 8-bit)
     is reduced as int32: TorchInductor's AVX2 code for a maximum with its index over 8-bit integers returns
     indices out of range (torch 2.13; tests/generation/test_compiled_loop.py catches it under AVX2)."""
@@ -68,9 +66,8 @@ SCAN_BLOCK = 128  # tokens per block of the nucleus's cumulative sum
 def blocked_cumsum(x: torch.Tensor, block: int = SCAN_BLOCK) -> torch.Tensor:
     """`x.cumsum(-1)` up to float rounding, as a scan within blocks of `block` plus one over the block totals.
 
-    One scan along a 151,936-token row runs as a slow single-pass kernel on GPUs (0.19 ms for 20 rows on an
-    H200, a fifth of the decode loop's kernel time) and TorchInductor cannot generate a split one; two short
-    scans are fast in both."""
+    One scan along a vocabulary-wide row runs as a slow single-pass kernel on GPUs and TorchInductor cannot
+    generate a split one; two short scans are fast in both."""
     width = x.shape[-1]
     blocks = torch.nn.functional.pad(x, (0, -width % block)).unflatten(-1, (-1, block)).cumsum(dim=-1)
     totals = blocks[..., -1].cumsum(dim=-1)
@@ -121,8 +118,8 @@ def half_keys(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def spread_counters(keys: torch.Tensor) -> torch.Tensor:
     """The counter of each key (int64 in [0, 65536)) in a layout where key k's counter is k // 32 + (k % 32) * 2048:
     neighbouring keys on different cache lines. A row's logits crowd into a few thousand neighbouring values, and the
-    GPU serialises the atomic adds to one cache line: in key order the count of 20 rows of 151,936 tokens took 96 us
-    on an H100, in this layout 46 (one row: 20 and 6). `key_order_counts` reads the counts back in key order."""
+    GPU serialises the atomic adds to one cache line, which in key order made the count about twice as slow.
+    `key_order_counts` reads the counts back in key order."""
     groups = 1 << COUNTER_GROUP_BITS
     return ((keys & (groups - 1)) << (16 - COUNTER_GROUP_BITS)) | (keys >> COUNTER_GROUP_BITS)
 

@@ -2,31 +2,26 @@
 the small matrices nearer the GPU's bandwidth than cuBLAS.
 
 A decode step multiplies a few rows (one per candidate) by every weight matrix, so a matmul costs the time to read
-its matrix. cuBLAS reads the small ones well below the bandwidth: on an H200 (Qwen3-4B's fused layers, one row) the
-o projection (21 MB) took 10.2 us, 2.1 TB/s, and the down projection 17.6 us, 2.8 TB/s, where 4.3 TB/s is measured.
-Their 2,560 output columns make too few blocks of columns to keep 132 multiprocessors reading. Here program
-(column block, slice) reads `BLOCK_N` columns of the matrix over one of `splits` slices of the inner dimension, so 40
-column blocks x 3 slices fill the GPU about once (`SplitPlan`). Each program writes its fp32 partial product; the
-last of a column block's programs to finish (a counter per block, which it resets for the next call) adds the
-block's partials in slice order and writes the product in the input's dtype. So the result does not depend on which
-program finished last, and the step's other kernels read the product as they read F.linear's. With one slice the
-program writes the product directly. A program computes the transposed product, its block of the weight times the
-rows: the tensor cores take the weight's 64 rows as their first operand and the few input rows (padded to 16 or 32)
-as their narrow second one, which read faster than the rows as the first operand at every row count measured.
+its matrix. cuBLAS reads the small ones well below the bandwidth: a 4B model's 2,560 output columns make too few
+blocks of columns to keep 132 multiprocessors reading. Here program (column block, slice) reads `BLOCK_N` columns of
+the matrix over one of `splits` slices of the inner dimension, so 40 column blocks x 3 slices fill the GPU about once
+(`SplitPlan`). Each program writes its fp32 partial product; the last of a column block's programs to finish (a
+counter per block, which it resets for the next call) adds the block's partials in slice order and writes the
+product in the input's dtype. So the result does not depend on which program finished last, and the step's other
+kernels read the product as they read F.linear's. With one slice the program writes the product directly. A program
+computes the transposed product, its block of the weight times the rows: the tensor cores take the weight's 64 rows
+as their first operand and the few input rows (padded to 16 or 32) as their narrow second one, which read faster than
+the rows as the first operand at every row count measured.
 
-Alone, 36 layers' q/k/v, o, gate/up and down matrices and the output head (bench/matmul_floor.py --split-k, one
-run): 2.317 against cuBLAS's 2.679 ms at one row, 2.454 against 2.719 at 20; in the compiled decode step of a
-6,000-token prompt, one process each: 20 candidates 5.23 against 5.38 ms per step, one candidate 4.35 against 4.60
-(docs/performance.md). `DecodeMatmul` runs it where it pays off (CUDA, half precision, at most `MAX_ROWS` rows) and
-F.linear elsewhere (prefills, jump steps of many positions, 40-row buffers, the CPU). One rounding of the fp32 sum to
-the input's dtype is what cuBLAS computes up to the order of the additions.
+Contract: `DecodeMatmul` computes `F.linear(x, weight, bias)` for x (..., inner) and weight (columns, inner) and
+returns (..., columns) in x's dtype. It runs the kernel where it pays off (CUDA, half precision, at most `MAX_ROWS`
+rows) and F.linear elsewhere (prefills, jump steps of many positions, 40-row buffers, the CPU). One rounding of the
+fp32 sum to the input's dtype is what cuBLAS computes up to the order of the additions.
 For the folded decode layers (hardware.decode_weights=folded, travel/generation/fused_projections.py) the kernel also
 takes an RMSNorm of its input whose weight is folded into the matrix (the squares of the loaded rows added up beside
-the tensor cores, the product scaled by each row's 1/rms at the end) and a residual added to its product. On an H200,
-36 layers each, us a layer with the fold / without: one row q/k/v 10.75 / 10.46, gate/up 25.70 / 25.41; 20 rows 11.60 /
-11.01 and 27.43 / 26.51 (13.54 and 27.73 when the squares were summed across threads at every loop iteration); the
-residual adds cost nothing measurable. The compiled decode step went from 3.57 to 3.46 ms at one candidate and from
-4.60 to 4.50 at 20 (docs/performance.md).
+the tensor cores, the product scaled by each row's 1/rms at the end) and a residual added to its product, at little
+cost over the plain matmul. Timings against cuBLAS, alone (bench/matmul_floor.py --split-k) and in the decode step:
+docs/performance.md.
 Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernel on CPU tensors (float32 and float16; its bfloat16
 products are not exact), which is how the CPU tests check it.
 """
@@ -42,8 +37,8 @@ from travel.generation.options import check_decode_matmul
 from travel.generation.triton_prefill import prefill_kernels_run, residual_linear, rms_rows
 from travel.generation.triton_varlen import triton
 
-# rows of one program's tile, padded to 16 or 32 for the tensor cores; more rows run F.linear. At 40 rows (a 64-row
-# tile) the kernel read a step's matrices no faster than cuBLAS (2.659 against 2.578 ms, H200, no output head)
+# rows of one program's tile, padded to 16 or 32 for the tensor cores; more rows run F.linear, since at 40 rows (a
+# 64-row tile) the kernel read a step's matrices no faster than cuBLAS
 MAX_ROWS = 32
 BLOCK_N = 64  # columns of one program's tile
 BLOCK_K = 128  # inner-dimension entries per loop iteration

@@ -107,10 +107,10 @@ def causal_prompt_attention_function(
     """transformers attention function for one unpadded prompt into an empty cache: causal SDPA without the mask.
 
     transformers drops an all-ones causal mask where it can read the mask's values, which a traced forward
-    (torch.compile) cannot, so the trace keeps the mask and SDPA with a mask runs the memory-efficient kernel:
-    166 ms for a 6,000-token prompt of Qwen3-4B on an H200 against FlashAttention's 35 ms. Queries over keys of
-    another length (a cache that held tokens already) and sliding-window layers keep the mask. Without it, cuDNN's
-    kernel goes first (`prompt_sdpa_backends`): the whole prefill took 0.094 against 0.112 s on an H100."""
+    (torch.compile) cannot, so the trace keeps the mask and SDPA with a mask runs the memory-efficient kernel, several
+    times slower than FlashAttention over a long prompt. Queries over keys of another length (a cache that held
+    tokens already) and sliding-window layers keep the mask. Without it, cuDNN's kernel goes first
+    (`prompt_sdpa_backends`, the faster prefill: docs/performance.md, `+flash_prompt`)."""
     plain_causal = query.shape[2] == key.shape[2] and getattr(module, "sliding_window", None) is None
     mask = None if plain_causal else attention_mask
     with prompt_sdpa_backends(query, plain_causal):

@@ -5,9 +5,8 @@ A decode step of the folded copy computes its norms and residual adds inside the
 (travel/generation/skinny_matmul.py), and torch.compile fuses the rest. A prefill has thousands of rows, so its
 matmuls are cuBLAS's and, uncompiled, every elementwise operation between them is a kernel of its own that reads and
 writes the whole (prompt tokens x width) tensor: a norm in float32 takes five passes, the rotary embedding with
-Qwen3's q/k norms about a dozen, SiLU(gate) * up two. For a 6,000-token prompt of Qwen3-4B on an H200 these were
-about 60 ms of the eager prefill's 157 (matmuls 55, FlashAttention 36); compiling the prefill
-(`hardware.compile_prefill`) fuses them, but takes minutes per process.
+Qwen3's q/k norms about a dozen, SiLU(gate) * up two: together a large share of a long prompt's eager prefill.
+Compiling the prefill (`hardware.compile_prefill`) fuses them, but takes minutes per process.
 
 Here each is one pass, in kernels whose shapes are runtime arguments (no compile per prompt length):
 - `rms_rows`: x / sqrt(mean(x^2) + eps) of each row, in float32, rounded once (`rms_normalized`'s arithmetic);
@@ -21,9 +20,10 @@ Here each is one pass, in kernels whose shapes are runtime arguments (no compile
 They run where `prefill_kernels_run` says: half precision on a GPU, outside torch.compile (whose fused kernels do the
 same there), in layers built with `hardware.decode_matmul=split_k` (`cublas` keeps the model's operations throughout,
 as in its decode steps). The folded copy's layers run all four; the fused copy's the activation and rotary kernels,
-its norms and residual adds being the model's own layer's. On an H100 a 6,000-token prefill of Qwen3-4B's folded
-copy took 0.113 s against 0.162 with the model's operations, the compiled prefill's time. Under `TRITON_INTERPRET=1` Triton's
-interpreter runs the kernels on CPU tensors, which is how the CPU tests check them.
+its norms and residual adds being the model's own layer's. Each returns a fresh tensor in its input's dtype and
+shape (`silu_gated`: half the last dim); the prefill they make is as fast as the compiled one without its compiles
+(docs/performance.md, `+torch_prefill`). Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernels on CPU
+tensors, which is how the CPU tests check them.
 """
 
 from __future__ import annotations

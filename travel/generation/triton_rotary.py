@@ -7,10 +7,10 @@ per-head q and k norms with the rotary embedding, then one cache write for the k
 its ramp-up and tail, a few microseconds, 36 times a step for a 4B model. `rotary_cache_write` does all three in one
 launch: program (token, key/value head) reads that head's group of query heads, its key and its value from the
 token's q/k/v product, normalises the queries and the key (where the model has q/k norms), rotates them, and writes
-the queries to the query tensor and the key and value to the cache column the step writes for that token. On an H100,
-Qwen3-4B's 36 layers alone in one CUDA graph took 0.089 ms a step at one candidate and 0.093 at 20, against 0.145
-and 0.341 for the compiled torch operations; a first version with a program per token (its 48 heads in one program)
-took 6.45 us a layer at one candidate, as long as the three kernels it replaced.
+the queries to the query tensor and the key and value to the cache column the step writes for that token. It returns
+the (rows, heads, positions, head dim) queries; the keys and values go to the cache in place. A program per token and
+key/value head, not per token, is what makes it faster than the three kernels it replaces (docs/performance.md,
+`+torch_rotary`).
 
 The arithmetic is the model's: the norm in float32 and rounded to the product's dtype before its weight (as
 transformers' RMSNorm does), the rotation `x * cos + rotate_half(x) * sin` in float32 with one rounding, as the

@@ -1,53 +1,41 @@
 """The shared-prefix decode attention in two Triton kernels: partial results by chunk and by suffix, then one merge
-(for one candidate per prompt, optionally in the first kernel's launch).
+(for one candidate per prompt, optionally in the first kernel's launch). `prefix_attention='split_triton'`, which
+`auto` picks wherever FlashAttention runs and triton imports.
 
-`chunked_triton` reads a step's attention with two variable-length calls and merges their parts in torch: it copies
-every chunk's queries out first, and the merges are elementwise kernels of their own, around ten small kernels per
-layer, each a few microseconds, for a read of the prompt's keys that the GPU's bandwidth does in about six at 20
-candidates of a 6,000-token prompt. `split_triton_attention` computes the same attention in two launches per layer
-(one, see 2.):
+`split_triton_attention` takes `chunked_flash_attention`'s contract (travel/generation/prefix_attention.py): queries
+`per_row` (rows, key/value heads, group, head dim), rows prompt-major with `repeats` candidates per prompt, in half
+precision with the head dim contiguous and a power of two of at least 16; the prompts' packed prefix keys and values
+(tokens, key/value heads, head dim) cut into chunks by `PrefixChunks`; each row's suffix keys and values (rows,
+key/value heads, capacity, head dim), read up to the row's written length (`WrittenSuffix`). It returns the attention
+output in `per_row`'s shape and dtype: per row, one softmax over the prompt's prefix and the row's written suffix.
+Unlike the chunked kernels, it reads the queries in place and merges in one kernel, not in a dozen torch kernels per
+layer. A layer takes two launches (one, see 2.):
 
 1. `_partials_kernel`, one program per query tile of a unit and key/value head (`partials_grid`: the chunks' tiles,
-   then the suffixes'). A unit is a prefix chunk or a row's suffix.
+   then the suffixes'; only programs that have work). A unit is a prefix chunk or a row's suffix.
    For a chunk, the queries of the chunk's prompt that use that key/value head (its K candidates x the group, read
-   in place from the step's query tensor) attend the chunk's packed prefix keys (`PrefixChunks`); for a suffix, the
-   row's queries attend its own written columns (`WrittenSuffix`, causal to the written end). Each writes its
-   output normalised over its keys, in the queries' dtype (as vLLM's split-KV kernel does), and the base-2
-   log-sum-exp in float32. A chunk's queries take tiles of at most `LARGEST_CHUNK_TILE` rows and a tail tile of
-   the power of two that holds the rest (`chunk_tiles`): 20 candidates x 4 query heads (80) compute 64 + 16 rows,
-   where one 128-row tile took a multiprocessor's registers and computed 48 rows of padding (H200, 36 layers alone,
-   128 suffix columns written: 0.906 against 0.952 ms per step, and 1.323 against 1.642 at 40 candidates). The
-   128-row tiles had each chunk's program read a few rows' suffixes after its chunk, since their 16 x 8 chunk
-   programs filled the 132 multiprocessors; every row's suffix now has a unit of its own after the chunks'.
+   in place from the step's query tensor) attend the chunk's packed prefix keys; for a suffix, the row's queries
+   attend its own written columns (causal to the written end). Each writes its output normalised over its keys, in
+   the queries' dtype (as vLLM's split-KV kernel does), and the base-2 log-sum-exp in float32. A chunk's queries
+   take tiles of at most `LARGEST_CHUNK_TILE` rows and a tail tile of the power of two that holds the rest
+   (`chunk_tiles`: 20 candidates x 4 query heads compute 64 + 16 rows, not 128 with 48 of padding). Keys per block
+   and warps depend on the candidate count (`partials_launch`).
 2. `_merge_kernel`, program (query block of `merge_launch`'s rows, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
-   With `FUSED_MERGE_ENABLED`, where each prompt has one candidate whose queries per key/value head fill at most
-   one merge tile of 16 (a one-token step's 4 query heads, or a jump step of up to 4 positions), the partials kernel
-   merges instead: every program counts itself done in its prompt and key/value head's counter
-   (`PrefixChunks.counters`), and the last one, which sees the others' parts, merges the row and zeroes the
-   counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py). A layer is then one launch.
-   On an H100, 36 layers alone, one candidate of a 6,000-token prompt took 0.620 against 0.637 ms per step with the
-   merge kernel of that time; since a row's 4 query heads merge in a tile of their own on one warp
-   (`merge_launch`), the merge kernel takes 0.558 against 0.590, and the decode step 4.18 against 4.22 ms, so it
-   is off by default. With several candidates the last program would merge their rows one after another: 10
-   prompts x 4 candidates took 5.03 against 4.84 ms, so they keep the merge kernel either way.
+   With `FUSED_MERGE_ENABLED` (off by default), where each prompt has one candidate whose queries per key/value head
+   fill at most one merge tile of 16, the partials kernel merges instead: every program counts itself done in its
+   prompt and key/value head's counter (`PrefixChunks.counters`), and the last one, which sees the others' parts,
+   merges the row and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py).
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
-for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt), and the kernels tile their
-queries in blocks of 16 to 64 rows: a chunk's queries (K candidates x the group) and a row's suffix queries (the
-group) each in tiles of their own size. On an H200, 36 layers of Qwen3-4B's shape, alone: 1.26 ms per step for 20
-candidates of a 6,000-token prompt (`split_flash` 2.85, floor 0.41, the whole 1,024 columns; 0.906 with the tiles
-above, floor 0.294 at 128 columns written), 0.56 for one (joint softmax 1.82, floor 0.22), 3.55 for a MAGRPO buffer
-of 10 prompts x 4 candidates (`chunked_triton` 5.89, floor 3.24).
+for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt, at most `MAX_MERGED_CHUNKS`, which
+the merge's unrolled loop holds without spilling registers).
 Where the GPU has the tensor memory accelerator (compute capability 9.0 on; `PrefixChunks.tma`), the chunk programs
 load their keys and values through two tensor descriptors of the packed prefix (`triton_varlen.attend_described_keys`),
-so they compute no per-element addresses and hold fewer registers (ptxas for sm_90, 20 candidates: 125 against 141 a
-thread). On an H100, 36 layers alone, 20 candidates: 0.927 and 0.910 against 0.950 and 0.939 ms per step, one
-candidate 0.620 and 0.615 against 0.625 and 0.619; the compiled 20-candidate decode step 5.61 against 5.68 ms. A
-chunk program's time is its products and softmax, not its loads: with one key block reused instead of loaded it took
-14.7 against 15.2 us a layer at 20 candidates (docs/performance.md).
+so they compute no per-element addresses and hold fewer registers; `PREFIX_DESCRIPTORS = False` loads by pointers.
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
+Timings of each choice: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -65,13 +53,11 @@ STAGES = 3  # software-pipelined key blocks in flight per program
 SEVERAL_CANDIDATES_KEYS = 32  # keys per block where a prompt has several candidates (see partials_launch)
 ONE_CANDIDATE_WARPS = 2  # warps of a program of 16 query rows of one prompt's one candidate (see partials_launch)
 LAUNCH_BY_CANDIDATES = True  # False: 64 keys and 4 warps for all (bench/generation.py's +uniform_launch)
-# the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32, 64 or 128
-# rows spilled registers (ptxas for sm_90, 16 chunks: 0.4, 15 and 15 KB per thread), 16 rows none at any group
+# the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32 rows or
+# more spilled registers (ptxas for sm_90), 16 rows none at any group
 MERGE_ROWS = 16
-# a merge kernel's program: one warp for a tile of up to SMALL_MERGE_ROWS rows, else MERGE_WARPS. H100, 36 layers
-# alone, 20 candidates of a 6,000-token prompt: 0.797-0.802 ms per step with 4-row tiles on 1 warp, 0.861-0.872 on
-# 4 warps, 0.891 with the 16-row tiles on 4 warps before and 1.345 with them on 1 warp (8 rows on 2 warps: 0.895);
-# the partials kernel alone 0.672
+# a merge kernel's program: one warp for a tile of up to SMALL_MERGE_ROWS rows (a one-token step's 4 query heads),
+# else MERGE_WARPS; the fastest of the tiles and warps measured (docs/performance.md)
 SMALL_MERGE_ROWS = 4
 MERGE_WARPS = 4
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
@@ -239,7 +225,7 @@ def chunk_tiles(queries: int, largest: int = LARGEST_CHUNK_TILE) -> tuple[int, i
 
 def merge_launch(group: int) -> tuple[int, int]:
     """The merge's (query rows, warps) per program for a row's `group` queries per key/value head: the power of two
-    that holds them, at most `MERGE_ROWS`, on one warp up to `SMALL_MERGE_ROWS` rows (timings there). The merge
+    that holds them, at most `MERGE_ROWS`, on one warp up to `SMALL_MERGE_ROWS` rows. The merge
     multiplies no tiles, so a one-token step's 4 query heads take 4 rows, not the 16 a product's tile would need."""
     rows = min(triton.next_power_of_2(group), MERGE_ROWS)
     return rows, 1 if rows <= SMALL_MERGE_ROWS else MERGE_WARPS
@@ -249,19 +235,16 @@ def partials_grid(chunk_count: int, rows: int, kv_heads: int, chunk_tiles: int, 
     """The partials kernel's programs: `chunk_tiles` query tiles of every chunk and key/value head, then
     `suffix_tiles` of every row and key/value head. A grid of (tiles, units, heads) with the most tiles of either gave
     rows x key/value heads programs with nothing to do where a chunk has more tiles than a row's suffix (20 candidates:
-    160 of 576); without them (H100, 36 layers alone, 20 candidates of a 6,000-token prompt) the attention took 0.885
-    against 0.909-0.919 ms per step."""
+    160 of 576), which cost time for no work."""
     return chunk_tiles * chunk_count * kv_heads + suffix_tiles * rows * kv_heads
 
 
 def partials_launch(prompts: int, repeats: int, block: int) -> tuple[int, int]:
     """The partials kernel's (keys per block, warps) for `prompts` x `repeats` candidates and chunk tiles of `block`
     rows: `BLOCK_KEYS` keys and 4 warps (8 for a tile past 64 rows), but 2 warps for one prompt's one candidate in
-    16-row tiles (a step of up to 4 positions) and `SEVERAL_CANDIDATES_KEYS` keys for several candidates. On an
-    H100, 36 layers alone (`bench/prefix_attention.py`'s inputs), against 64 keys and 4 warps for all: one candidate of
-    a 6,000-token prompt 0.588 against 0.605-0.616 ms per step (32 keys: 0.658), 20 candidates 0.907 against
-    0.989-1.006 (2 warps: 1.502), 10 prompts of 7,450 tokens x 4 candidates 4.58-4.60 against 4.71-4.72 (2 warps and
-    64 keys: 5.02, so several prompts of one candidate, not measured, keep 4 warps)."""
+    16-row tiles (a step of up to 4 positions) and `SEVERAL_CANDIDATES_KEYS` keys for several candidates: the fastest
+    settings measured for each (docs/performance.md, `+uniform_launch`); several prompts of one candidate, not
+    measured, keep 4 warps."""
     uniform = BLOCK_KEYS, 4 if block <= 64 else 8
     if not LAUNCH_BY_CANDIDATES:
         return uniform

@@ -10,9 +10,10 @@ heads that share a key/value head into the same tile, so every program reads its
 all of them. Program (sequence, key/value head, query block) runs the online softmax over its keys in blocks of
 `BLOCK_KEYS` (`attend_keys`, a device function that `triton_split.py`'s kernels call too) and writes the output
 normalised over its keys and their log-sum-exp, as FlashAttention does; the callers (`prefix_attention.py`) merge
-chunks and the suffix by those log-sum-exps. At a MAGRPO buffer's shape
-(H200, 36 layers, 10 prompts of 7,450 tokens x 4 candidates) it took the prefix and suffix attention from 9.59 ms per
-step with FlashAttention's calls to 5.88 (the bandwidth floor: 3.24).
+chunks and the suffix by those log-sum-exps. It takes `flash_varlen`'s arguments (packed queries (tokens, heads, head dim),
+keys and values (keys, key/value heads, head dim), each sequence's query and key offsets and used keys, causal or not)
+and returns the output like the queries with float32 (heads, tokens) log-sum-exps. At a MAGRPO buffer's shape it is much faster than
+FlashAttention's calls (`chunked_triton` against `chunked_flash` in docs/performance.md).
 
 On CUDA the compiled kernel runs, in half precision (float32 inputs would take TF32 products there), as
 `triton_runs` says. With `TRITON_INTERPRET=1` set before triton is imported, Triton's interpreter runs the same kernel

@@ -151,7 +151,7 @@ class MemoryPlan:
     # ---- the plan -----------------------------------------------------------------------------------------
     def _plan(self) -> None:
         from travel.agents.layouts import layout_class
-        from travel.algorithms.config import CollectionOptions, DPOOptions, OnlineOptions, RewardModelOptions
+        from travel.algorithms.core.config import CollectionOptions, DPOOptions, OnlineOptions, RewardModelOptions
 
         arch, hardware, algorithm = self.arch, self.hardware, self.run.algorithm
         w, c = self.weight_bytes, self.compute_bytes

@@ -20,7 +20,7 @@ import numpy as np
 from travel.io import write_json_atomic
 
 if TYPE_CHECKING:
-    from travel.algorithms.preference_batch import PreferenceBatch
+    from travel.algorithms.preference.batch import PreferenceBatch
     from travel.logging.tracker import Tracker
 
 NUM_BINS = 16
@@ -51,7 +51,7 @@ def series(values: Iterable[float], reward_range: Sequence[float], num_bins: int
 
 def selected_rewards(batch: "PreferenceBatch") -> tuple[list[float], list[float]]:
     """The rewards of the pairs' members, split by the pool each came from (target, comparator)."""
-    from travel.algorithms.preference_batch import COMPARATOR, TARGET
+    from travel.algorithms.preference.batch import COMPARATOR, TARGET
 
     target, comparator = [], []
     for pair in batch:

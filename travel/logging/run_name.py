@@ -72,7 +72,7 @@ def run_identity(
     algo = _slug(algorithm.name)
     layout = ["cenactor"] if joint_actor else []
     tags = [*base_tags, "centralized-actor" if joint_actor else "decentralized-actor", algorithm.name]
-    from travel.algorithms.config import CollectionOptions
+    from travel.algorithms.core.config import CollectionOptions
 
     if not isinstance(algorithm, CollectionOptions):  # online task-reward training (MAGRPO)
         name = "-".join(["Travel", algo, *layout, model_label(model_name), "hard-budget", f"{train_rows}train"])

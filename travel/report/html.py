@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from travel.report.runs import ReportError, RunSummary
 
-EVALUATIONS_FILE = "evaluations.json"  # travel/algorithms/evaluation.py writes it
+EVALUATIONS_FILE = "evaluations.json"  # travel/algorithms/core/evaluation.py writes it
 FIELD_LABELS = {
     "current_city": "current city",
     "transportation": "transportation",

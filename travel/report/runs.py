@@ -79,7 +79,7 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _iterative_algorithms() -> set[str]:
-    from travel.algorithms.registry import registered
+    from travel.algorithms.core.registry import registered
 
     return set(registered(iterative=True))
 
