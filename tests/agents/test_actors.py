@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from tests.fixtures import five_day_fixture_row, fixture_row
-from travel.agents.actors import build_layout
+from travel.agents.layouts import build_layout
 from travel.agents.models import build_tiny_random
 from travel.task.actions import parse_assignments
 from travel.task.roles import role_capacity

@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 
-from travel.agents.actors import build_layout
+from travel.agents.layouts import build_layout
 from travel.agents.compiled_layers import (
     _COMPILED,
     carries_cache,

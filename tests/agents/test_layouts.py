@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fixtures import fixture_row
-from travel.agents.actors import build_layout
+from travel.agents.layouts import build_layout
 from travel.agents.layouts import CentralizedLayout, DecentralizedLayout, layout_class
 from travel.agents.models import build_tiny_random
 from travel.algorithms.core.rollout import JointRolloutSampler

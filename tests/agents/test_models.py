@@ -33,7 +33,7 @@ pytestmark = pytest.mark.end_to_end  # the real SmolLM2 model: this file starts 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONF = REPO_ROOT / "conf" / "model"
 SHARED_OPTIONS = {"path", "dtype", "attn_implementation", "seed", "name"}
-# set by the hardware option for every actor (travel.agents.actors.build_layout), never by the model option
+# set by the hardware option for every actor (travel.agents.layouts.build_layout), never by the model option
 HARDWARE_OPTIONS = {"gradient_checkpointing", "device"}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from travel.agents.actors import build_layout
+from travel.agents.layouts import build_layout
 from travel.agents.models import build_tiny_random
 from travel.agents.parking import HostStash, actor_slots, park, unpark
 

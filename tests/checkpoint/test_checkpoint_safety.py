@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from travel.agents.actors import build_layout
+from travel.agents.layouts import build_layout
 from travel.agents.models import build_tiny_random
 from travel.algorithms.online.marlhf import REWARD_MODEL_FILE
 from travel.algorithms.preference.policy_checkpoints import PolicyCheckpoints

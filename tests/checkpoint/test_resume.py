@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from tests.conftest import REPO_ROOT, compose_config
 from tests.kill import kill_at_random_point, terminate_when
 from tests.logging.wandb_files import read_records
-from travel.agents.actors import build_layout
+from travel.agents.layouts import build_layout
 from travel.agents.models import build_tiny_random
 from travel.checkpoint.run_dir import RunDirectoryInUse
 from travel.checkpoint.store import CheckpointError, CheckpointStore, complete_checkpoints, load_checkpoint

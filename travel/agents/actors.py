@@ -1,26 +1,20 @@
-"""Actors: one model, tokenizer, AdamW optimizer and structured decoder per trainable policy, and their loading.
+"""Actors: one model, tokenizer, AdamW optimizer and structured decoder per trainable policy.
 
-`build_layout` validates `hardware.agent_devices` before it calls the model factory, so a device that
-does not exist fails before any weights load. The policy layout (travel/agents/layouts.py) owns the
-actors and how they are updated and placed.
+The policy layout (travel/agents/layouts.py) builds the actors (`build_layout`), owns them and decides how
+they are updated and placed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from travel.agents.compiled_layers import compile_update_layers
-from travel.agents.devices import agent_devices, move_actor
-from travel.agents.hardware import HardwareConfig
-from travel.agents.models import checkpoint_first_layers
+from travel.agents.devices import move_actor
 from travel.agents.parking import HostStash, ParkedActor, park, unpark
-from travel.generation.config import GenerationConfig
 
 if TYPE_CHECKING:
-    from travel.agents.layouts import PolicyLayout
     from travel.data.row import TravelRow
 
 
@@ -128,56 +122,3 @@ class Actor:
             self.model.save_pretrained(version)
             self.tokenizer.save_pretrained(version)
         return directory
-
-
-def build_layout(
-    model_factory: Callable[..., Any],
-    hardware: HardwareConfig | Mapping[str, Any],
-    generation: GenerationConfig | Mapping[str, Any],
-    *,
-    learning_rate: float,
-    seed: int,
-    layout: str = "decentralized",
-) -> "PolicyLayout":
-    """Validate devices, then load the layout's policies (travel/agents/layouts.py), each with its model,
-    AdamW optimizer, decoder and sampling RNG: a decentralized layout has one actor per role on
-    `hardware.agent_devices`; a centralized one has one joint actor on the first of them, whose output budget
-    is the sum of the role budgets (generation.max_new_tokens per role). `hardware` and `generation` are the typed
-    option groups, or mappings of their options (the missing ones take the defaults)."""
-    from travel.agents.layouts import layout_class
-
-    hardware, generation = HardwareConfig.from_mapping(hardware), GenerationConfig.from_mapping(generation)
-    cls = layout_class(layout)
-    devices = agent_devices(list(hardware.agent_devices), hardware.parallel_training)
-    if learning_rate <= 0:
-        raise ValueError(f"algorithm.learning_rate={learning_rate}: must be > 0")
-    from travel.generation import StructuredDecoder
-
-    stash = HostStash() if any(device.type == "cuda" for device in devices) else None  # shared: one parks at a time
-    actors = []
-    for policy, device in enumerate(devices[: cls.num_policies]):
-        loaded = model_factory(device=str(device), gradient_checkpointing=hardware.gradient_checkpointing)
-        checkpoint_first_layers(loaded.model, hardware.checkpoint_layers)
-        if hardware.compile_update:
-            compile_update_layers(loaded.model)
-        optimizer = torch.optim.AdamW(loaded.model.parameters(), lr=float(learning_rate))
-        decoder = StructuredDecoder(
-            loaded.model,
-            loaded.tokenizer,
-            max_new_tokens=cls.output_budget(generation.max_new_tokens),
-            max_value_tokens=generation.max_value_tokens,
-            temperature=generation.temperature,
-            top_p=generation.top_p,
-            values=generation.values,
-            jump_forced=generation.jump_forced,
-            compute_dtype=hardware.compute_dtype,
-            decode_weights=hardware.decode_weights,
-            compile_decode=hardware.compile_decode,
-            compile_prefill=hardware.compile_prefill,
-            decode_matmul=hardware.decode_matmul,
-        )
-        generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
-        actors.append(
-            Actor(policy, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator, stash, joint=cls.joint)
-        )
-    return cls(actors, parallel=hardware.per_device, offload_inactive=hardware.offload_inactive_actor)

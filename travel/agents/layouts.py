@@ -1,4 +1,7 @@
-"""Policy layouts: the trainable policies of a run, how they act, update and are placed.
+"""Policy layouts: the trainable policies of a run, how they are built (`build_layout`), act, update and are placed.
+
+`build_layout` validates `hardware.agent_devices` before it calls the model factory, so a device that does not
+exist fails before any weights load.
 
 - `decentralized` (actor=decentralized): two role actors, two prompts, two role actions;
 - `centralized` (actor=centralized): one joint actor, one joint prompt with both role contexts, one joint
@@ -20,14 +23,20 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import torch
 
+from travel.agents.actors import Actor
+from travel.agents.compiled_layers import compile_update_layers
+from travel.agents.devices import agent_devices
+from travel.agents.hardware import HardwareConfig
+from travel.agents.models import checkpoint_first_layers
+from travel.agents.parking import HostStash
+from travel.generation.config import GenerationConfig
 from travel.task.joint_action import CENTRALIZED_JOINT, DECENTRALIZED, split_joint_action
 
 if TYPE_CHECKING:
-    from travel.agents.actors import Actor
     from travel.data.row import TravelRow
 
 T = TypeVar("T")
@@ -181,3 +190,55 @@ def layout_class(name: str) -> type[PolicyLayout]:
     if name not in LAYOUTS:
         raise ValueError(f"actor.layout={name!r}: choose one of {', '.join(LAYOUTS)}")
     return LAYOUTS[name]
+
+
+def build_layout(
+    model_factory: Callable[..., Any],
+    hardware: HardwareConfig | Mapping[str, Any],
+    generation: GenerationConfig | Mapping[str, Any],
+    *,
+    learning_rate: float,
+    seed: int,
+    layout: str = "decentralized",
+) -> "PolicyLayout":
+    """Validate devices, then load the layout's policies (travel/agents/layouts.py), each with its model,
+    AdamW optimizer, decoder and sampling RNG: a decentralized layout has one actor per role on
+    `hardware.agent_devices`; a centralized one has one joint actor on the first of them, whose output budget
+    is the sum of the role budgets (generation.max_new_tokens per role). `hardware` and `generation` are the typed
+    option groups, or mappings of their options (the missing ones take the defaults)."""
+    # deferred: the decoder's modules load when a layout is built, never for a dry run's layout_class
+    from travel.generation import StructuredDecoder
+
+    hardware, generation = HardwareConfig.from_mapping(hardware), GenerationConfig.from_mapping(generation)
+    cls = layout_class(layout)
+    devices = agent_devices(list(hardware.agent_devices), hardware.parallel_training)
+    if learning_rate <= 0:
+        raise ValueError(f"algorithm.learning_rate={learning_rate}: must be > 0")
+    stash = HostStash() if any(device.type == "cuda" for device in devices) else None  # shared: one parks at a time
+    actors = []
+    for policy, device in enumerate(devices[: cls.num_policies]):
+        loaded = model_factory(device=str(device), gradient_checkpointing=hardware.gradient_checkpointing)
+        checkpoint_first_layers(loaded.model, hardware.checkpoint_layers)
+        if hardware.compile_update:
+            compile_update_layers(loaded.model)
+        optimizer = torch.optim.AdamW(loaded.model.parameters(), lr=float(learning_rate))
+        decoder = StructuredDecoder(
+            loaded.model,
+            loaded.tokenizer,
+            max_new_tokens=cls.output_budget(generation.max_new_tokens),
+            max_value_tokens=generation.max_value_tokens,
+            temperature=generation.temperature,
+            top_p=generation.top_p,
+            values=generation.values,
+            jump_forced=generation.jump_forced,
+            compute_dtype=hardware.compute_dtype,
+            decode_weights=hardware.decode_weights,
+            compile_decode=hardware.compile_decode,
+            compile_prefill=hardware.compile_prefill,
+            decode_matmul=hardware.decode_matmul,
+        )
+        generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
+        actors.append(
+            Actor(policy, loaded.model, loaded.tokenizer, optimizer, device, decoder, generator, stash, joint=cls.joint)
+        )
+    return cls(actors, parallel=hardware.per_device, offload_inactive=hardware.offload_inactive_actor)

@@ -100,7 +100,6 @@ def format_metrics(metrics: dict[str, float], env_step: int) -> str:
 
 def evaluate_saved(run: "Run") -> dict[str, Any]:
     from travel.logging.report import format_held_out_table, write_summary
-    from travel.run import Run
 
     target = OmegaConf.select(run.cfg, "checkpoint", default=None)
     if not isinstance(target, str):
@@ -108,7 +107,8 @@ def evaluate_saved(run: "Run") -> dict[str, Any]:
             "mode=eval needs checkpoint=<dir>: a run directory, its actors/ directory, or checkpoints/env_step_<N>/"
         )
     saved = find_saved_actors(target)
-    evaluating = Run(saved_run_config(run, saved, _overrides_hardware()), run_dir=str(run.run_dir), score=run.score)
+    # the saved run's own options, built as this run was (type(run): no import of travel.run from here)
+    evaluating = type(run)(saved_run_config(run, saved, _overrides_hardware()), run_dir=str(run.run_dir), score=run.score)
     evaluating._prepare_torch()
     tracker = instantiate(run.cfg.logger)(run_dir=run.run_dir, config=OmegaConf.to_container(evaluating.cfg, resolve=True))
     layout = sampler = None

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
+from travel.data.catalog import CatalogParseError, parse_reference_catalog
+from travel.data.scaffold import derive_route_scaffold, required_slots
 from travel.task.fields import Slot
 
 
@@ -40,8 +42,6 @@ class TravelRow:
     @cached_property
     def catalog(self):
         """The parsed reference catalog (raises CatalogParseError naming the record on bad input)."""
-        from travel.data.catalog import CatalogParseError, parse_reference_catalog
-
         try:
             return parse_reference_catalog(self.reference_records)
         except CatalogParseError as exc:
@@ -49,12 +49,8 @@ class TravelRow:
 
     @cached_property
     def scaffold(self):
-        from travel.data.scaffold import derive_route_scaffold
-
-        return derive_route_scaffold(self)
+        return derive_route_scaffold(self.catalog, self.org, self.dates, self.days)
 
     @cached_property
     def required_slots(self) -> frozenset[Slot]:
-        from travel.data.scaffold import required_slots
-
         return required_slots(self.scaffold)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from travel.data.text import canonical
 from travel.task.fields import MEAL_FIELDS, Slot
 
 if TYPE_CHECKING:
-    from travel.data.row import TravelRow
+    from travel.data.catalog import Catalog
 
 
 @dataclass(frozen=True)
@@ -52,19 +52,20 @@ def parse_current_city(value: str) -> Optional[tuple[str, str, str]]:
     return ("stay", city, city)
 
 
-def derive_route_scaffold(row: "TravelRow") -> tuple[ScaffoldDay, ...]:
-    """One move/stay leg per day: a day whose date has a dated flight description is a move."""
+def derive_route_scaffold(catalog: "Catalog", org: str, dates: Sequence[str], days: int) -> tuple[ScaffoldDay, ...]:
+    """One move/stay leg per day of a trip from `org` on `dates`: a day whose date has a dated flight description
+    in the row's reference `catalog` is a move."""
     routes_by_date: dict[str, set[tuple[str, str]]] = {}
-    for date, origin, destination in row.catalog.dated_routes:
+    for date, origin, destination in catalog.dated_routes:
         routes_by_date.setdefault(date, set()).add((origin, destination))
-    for entry in row.catalog.transportation:
+    for entry in catalog.transportation:
         if entry.date:
             routes_by_date.setdefault(entry.date, set()).add((entry.origin, entry.destination))
 
-    current = row.org
+    current = org
     scaffold = []
-    for day in range(1, row.days + 1):
-        date = row.dates[day - 1] if day - 1 < len(row.dates) else ""
+    for day in range(1, days + 1):
+        date = dates[day - 1] if day - 1 < len(dates) else ""
         candidates = sorted(routes_by_date.get(date, ()), key=lambda r: (r[0].casefold(), r[1].casefold()))
         preferred = [r for r in candidates if canonical(r[0]) == canonical(current)]
         if candidates:

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from travel.agents.actors import Actor, build_layout
+from travel.agents.actors import Actor
+from travel.agents.layouts import build_layout
 from travel.agents.layouts import DecentralizedLayout
 from travel.agents.devices import DeviceError, agent_devices
 from travel.algorithms.online.magrpo import BufferSample, MAGRPOConfig, MAGRPOTrainer, group_advantages, value_loss_step

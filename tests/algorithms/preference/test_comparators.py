@@ -17,9 +17,9 @@ from travel.algorithms.preference.comparators import (
     PolicyCheckpoints,
     RngStream,
     comparator_seed,
-    comparator_source,
     same_weights,
 )
+from travel.algorithms.preference.loop import comparator_source
 
 
 @pytest.fixture(scope="module")

@@ -351,22 +351,3 @@ class ComparatorRolePolicy:
             [self.actor.request(row)], num_candidates, greedy=False, generator=self.generator
         )
         return list(candidates)
-
-
-def comparator_source(
-    layout: Any, policies: ComparatorPolicies, batch_size: int, spec: Optional[ComparatorSpec] = None
-) -> Any:
-    """The JointSource of one collection phase's comparator (travel.algorithms.preference.collection): one call per policy
-    of the actors' layout (two role actors, or the joint actor), or the central teacher when decentralized
-    actors use generation_mode=centralized."""
-    from travel.algorithms.preference.collection import PolicySource
-    from travel.algorithms.core.rollout import as_layout
-
-    layout = as_layout(layout)
-    if spec is not None and spec.generation_mode == "centralized" and not layout.joint:
-        from travel.algorithms.preference.central_teacher import CentralTeacherSource
-
-        index = spec.teacher_agent_index
-        return CentralTeacherSource(layout.actors, policies.models[index], policies.generators[index], batch_size, index)
-    acting = [ComparatorRolePolicy(actor, policies.models[i], policies.generators[i]) for i, actor in enumerate(layout.actors)]
-    return PolicySource(layout, batch_size, policies=acting)

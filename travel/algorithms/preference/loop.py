@@ -25,6 +25,9 @@ from travel.algorithms.preference.collection import (
     PolicySource,
     collect_preferences,
 )
+from travel.algorithms.core.rollout import as_layout
+from travel.algorithms.preference.central_teacher import CentralTeacherSource
+from travel.algorithms.preference.comparators import ComparatorPolicies, ComparatorRolePolicy
 from travel.algorithms.preference.replay import ReplayStore
 from travel.algorithms.core.results import BudgetDrift, PreferenceCounts, TrainResult
 
@@ -271,8 +274,6 @@ class PreferenceRun:
         if self.comparator is None:
             collection = collect_preferences(self.train_rows, self.target, self.settings, **common)
         else:
-            from travel.algorithms.preference.comparators import comparator_source
-
             tokenizers = [actor.tokenizer for actor in self.actors.actors]
             with self.comparator.collection(iteration, self.actor_models, tokenizers) as policies:
                 source = comparator_source(self.actors, policies, self.batch_size, self.comparator.spec)
@@ -330,3 +331,17 @@ class TrainRows:
     """The part of a curriculum split the preference budget and MARLHF's online schedule read."""
 
     train: tuple[Any, ...]
+
+
+def comparator_source(
+    layout: Any, policies: ComparatorPolicies, batch_size: int, spec: Optional[ComparatorSpec] = None
+) -> Any:
+    """The JointSource of one collection phase's comparator (travel.algorithms.preference.collection): one call per policy
+    of the actors' layout (two role actors, or the joint actor), or the central teacher when decentralized
+    actors use generation_mode=centralized."""
+    layout = as_layout(layout)
+    if spec is not None and spec.generation_mode == "centralized" and not layout.joint:
+        index = spec.teacher_agent_index
+        return CentralTeacherSource(layout.actors, policies.models[index], policies.generators[index], batch_size, index)
+    acting = [ComparatorRolePolicy(actor, policies.models[i], policies.generators[i]) for i, actor in enumerate(layout.actors)]
+    return PolicySource(layout, batch_size, policies=acting)
