@@ -109,3 +109,21 @@ def test_the_circle_finder_finds_a_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_a_function_local_import_of_the_package_says_why_it_is_deferred():
+    """Imports sit at the top of a module; one inside a function only defers a heavy module (transformers, the
+    decoder), and the comment above it says so."""
+    unexplained, modules = [], module_names()
+    for name, path in modules.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines))
+        skipped = type_only(tree)
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped:
+                    if imported(node, modules) and not lines[node.lineno - 2].strip().startswith("# deferred"):
+                        unexplained.append(f"{name}:{node.lineno}")
+    assert unexplained == []

@@ -14,12 +14,27 @@ from typing import Any, Callable, Optional
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from travel.agents.devices import agent_devices
 from travel.agents.hardware import HardwareConfig
+from travel.agents.layouts import layout_class
 from travel.algorithms.core.config import AlgorithmConfig
+from travel.algorithms.core.evaluation import Evaluator
 from travel.algorithms.core.registry import AlgorithmSpec, TrainingParts, algorithm_config, spec_for
+from travel.algorithms.core.rollout import JointRolloutSampler
+from travel.algorithms.preference.comparators import ComparatorSpec
+from travel.checkpoint.evaluate_saved import evaluate_saved
+from travel.checkpoint.run_dir import claim, recorded
+from travel.checkpoint.signals import RequeueWindow, RunInterrupted, hand_over, requeued_by_slurm, stop_on_signals
+from travel.checkpoint.store import CheckpointStore, resolve_resume
 from travel.data.module import DataModule
+from travel.generation.compiled_forward import use_compile_cache
 from travel.generation.config import GenerationConfig
 from travel.io import write_text_atomic
+from travel.logging.dry_report import build_dry_report, excluded_line, format_dry_report
+from travel.logging.memory_plan import check_memory_plan
+from travel.logging.report import CURVE_FILE, format_held_out_table, format_table, plot_eval_curve, write_summary
+from travel.logging.run_name import run_identity, slurm_job_label
+from travel.run_options import check_run_options
 
 
 def hydra_run_dir() -> Optional[Path]:
@@ -100,7 +115,6 @@ class Run:
     def resume(self) -> Optional[str]:
         """resume=auto (the newest complete checkpoint of this run directory), resume=<checkpoint dir>, or None;
         a job Slurm requeued (travel/checkpoint/signals.py) resumes as with resume=auto."""
-        from travel.checkpoint.signals import requeued_by_slurm
 
         value = OmegaConf.select(self.cfg, "resume", default=None)
         if value is None and requeued_by_slurm():
@@ -110,8 +124,6 @@ class Run:
     def __call__(self) -> dict[str, Any]:
         """The mode's work, in a run directory that holds no other run (unless resuming), with its status
         file and launch.log (travel/checkpoint/run_dir.py)."""
-        from travel.checkpoint.run_dir import claim, recorded
-        from travel.checkpoint.signals import RunInterrupted, hand_over
 
         claim(self.run_dir, resuming=self.resume is not None)
         try:
@@ -123,13 +135,9 @@ class Run:
             raise
 
     def _eval(self) -> dict[str, Any]:
-        from travel.checkpoint.evaluate_saved import evaluate_saved
-
         return evaluate_saved(self)
 
     def _dry(self) -> dict[str, Any]:
-        from travel.logging.dry_report import build_dry_report, format_dry_report
-
         report = build_dry_report(self)
         path = write_text_atomic(self.run_dir / "dry_run.json", json.dumps(report, indent=2) + "\n")
         print(format_dry_report(report))
@@ -137,8 +145,6 @@ class Run:
         return report
 
     def _train(self) -> dict[str, Any]:
-        from travel.checkpoint.signals import RequeueWindow, stop_on_signals
-
         split = self._training_plan()  # every config check happens here, before any weights load
         checkpoints, resume = self._checkpointing()
         self._prepare_torch()
@@ -201,7 +207,6 @@ class Run:
     def _checkpointing(self) -> tuple[Any, Any]:
         """The checkpoint store of an algorithm that writes checkpoints (None otherwise), and the checkpoint that
         resume= names (None without one, or for resume=auto before the run has written any)."""
-        from travel.checkpoint.store import CheckpointStore, resolve_resume
 
         if not self.algorithm_spec.checkpoints:  # resume= was refused already (travel/run_options.py)
             return None, None
@@ -221,8 +226,6 @@ class Run:
 
     def wandb_identity(self) -> dict[str, Any]:
         """The W&B name, group and tags of this run (travel/logging/run_name.py); logger.name/group win when set."""
-        from travel.agents.layouts import layout_class
-        from travel.logging.run_name import run_identity, slurm_job_label
 
         logger = self.cfg.logger
         identity = run_identity(
@@ -239,8 +242,6 @@ class Run:
 
     def evaluation_parts(self, layout: Any, tracker: Any) -> tuple[Any, Any]:
         """The rollout sampler over `layout` (the run's score function) and the evaluator of the split's eval rows."""
-        from travel.algorithms.core.evaluation import Evaluator
-        from travel.algorithms.core.rollout import JointRolloutSampler
 
         generation, split = self.generation, self.data.split
         sampler = JointRolloutSampler(
@@ -260,16 +261,12 @@ class Run:
 
     @cached_property
     def comparator_spec(self):
-        from travel.algorithms.preference.comparators import ComparatorSpec
-
         return ComparatorSpec.from_config(self.cfg, self.algorithm)
 
     def check_options(self, on_this_machine: bool = False) -> None:
         """What both modes check before any weights load (travel/run_options.py), then the GPU memory plan against
         `hardware.gpu_memory_gib` and, `on_this_machine` (training), the cards this machine has
         (travel/logging/memory_plan.py)."""
-        from travel.logging.memory_plan import check_memory_plan
-        from travel.run_options import check_run_options
 
         check_run_options(self)
         self.memory_plan = check_memory_plan(self, detect=on_this_machine)
@@ -277,12 +274,10 @@ class Run:
     def _training_plan(self):
         """The split after checking every option a training run needs, without loading weights: the options
         mode=dry checks, then the curriculum and eval pool, the catalogs and the devices on this machine."""
-        from travel.agents.devices import agent_devices
 
         self.check_options(on_this_machine=True)
         split = self.data.split
         self.data.check_catalogs()
-        from travel.logging.dry_report import excluded_line
 
         print(excluded_line({str(index): reason for index, reason in sorted(split.excluded.items())}).strip())
         agent_devices(list(self.hardware.agent_devices), self.hardware.parallel_training)
@@ -296,8 +291,6 @@ class Run:
         import numpy
         import torch
 
-        from travel.generation.compiled_forward import use_compile_cache
-
         seed = int(self.cfg.seed)
         random.seed(seed)
         numpy.random.seed(seed)
@@ -308,7 +301,6 @@ class Run:
 
     def _write_training_outputs(self, result, actors) -> dict[str, Any]:
         """Final actors (output.save_final_model, default true), the initial/final/delta table and the eval plot."""
-        from travel.logging.report import CURVE_FILE, format_held_out_table, format_table, plot_eval_curve, write_summary
 
         if bool(OmegaConf.select(self.cfg, "output.save_final_model", default=True)):
             actors.save(self.run_dir / "actors")

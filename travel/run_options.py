@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
+from travel.agents.hardware import check_declared_device
+from travel.agents.layouts import layout_class
+from travel.checkpoint.store import CheckpointError, check_checkpoint_options, checkpoint_env_step
+from travel.logging.tracker import check_logger_options
 from travel.options import float_dtype_name
 
 if TYPE_CHECKING:
@@ -19,9 +23,6 @@ if TYPE_CHECKING:
 def check_run_options(run: "Run") -> None:
     """What both modes check before any weights load: the algorithm, its comparator and budget, the
     generation settings, and every device option against the hardware option's declared GPUs."""
-    from travel.agents.hardware import check_declared_device
-    from travel.agents.layouts import layout_class
-    from travel.logging.tracker import check_logger_options
 
     seed = run.cfg.seed
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
@@ -61,8 +62,6 @@ def check_resume_options(run: "Run") -> None:
     """The checkpoint options, and `resume=`: an algorithm that writes checkpoints, and a complete checkpoint at a
     path given (its files are verified when the run loads it)."""
     from pathlib import Path
-
-    from travel.checkpoint.store import CheckpointError, check_checkpoint_options, checkpoint_env_step
 
     options = run.cfg.get("checkpoint")
     if not OmegaConf.is_dict(options):

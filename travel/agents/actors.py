@@ -13,6 +13,8 @@ import torch
 
 from travel.agents.devices import move_actor
 from travel.agents.parking import HostStash, ParkedActor, park, unpark
+from travel.generation import joint_request, role_request
+from travel.io import versioned_directory
 
 if TYPE_CHECKING:
     from travel.data.row import TravelRow
@@ -52,8 +54,6 @@ class Actor:
         """The decoder request of this role for `row` (rendered once, then cached)."""
         cached = self._requests.get(id(row))
         if cached is None or cached[0] is not row:
-            from travel.generation import joint_request, role_request
-
             values = getattr(self.decoder, "values", "free")
             if self.joint:
                 request = joint_request(self.tokenizer, row, values=values)
@@ -115,7 +115,6 @@ class Actor:
 
     def save(self, directory: str | Path) -> Path:
         """Weights and tokenizer; `directory` is replaced only once both are complete (travel.io.versioned_directory)."""
-        from travel.io import versioned_directory
 
         directory = Path(directory)
         with versioned_directory(directory) as version:

@@ -34,6 +34,7 @@ from travel.agents.hardware import HardwareConfig
 from travel.agents.models import checkpoint_first_layers
 from travel.agents.parking import HostStash
 from travel.generation.config import GenerationConfig
+from travel.generation.model_io import compute_autocast
 from travel.task.joint_action import CENTRALIZED_JOINT, DECENTRALIZED, split_joint_action
 
 if TYPE_CHECKING:
@@ -131,7 +132,6 @@ class PolicyLayout:
 
 def _in_compute_dtype(step: Callable[["Actor"], T], actor: "Actor") -> T:
     """`step(actor)` under the autocast its decoder decodes with (hardware.compute_dtype)."""
-    from travel.generation.model_io import compute_autocast
 
     compute_dtype = getattr(getattr(actor, "decoder", None), "compute_dtype", None)
     if compute_dtype is None:

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from travel.task.fields import ROLE_FIELDS
+from travel.task.roles import format_action
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -193,8 +196,6 @@ _WORDS = (
 
 def training_text() -> str:
     """The fixed text the merges are learned from (a few KB; no randomness, no hashing)."""
-    from travel.task.fields import ROLE_FIELDS
-    from travel.task.roles import format_action
 
     lines: list[str] = []
     for position, city in enumerate(_CITIES):

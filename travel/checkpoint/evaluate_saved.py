@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from travel.run import Run
 
 from travel.checkpoint.store import CHECKPOINT_META
+from travel.logging.report import format_held_out_table, write_summary
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,6 @@ def format_metrics(metrics: dict[str, float], env_step: int) -> str:
 
 
 def evaluate_saved(run: "Run") -> dict[str, Any]:
-    from travel.logging.report import format_held_out_table, write_summary
-
     target = OmegaConf.select(run.cfg, "checkpoint", default=None)
     if not isinstance(target, str):
         raise ValueError(

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from travel.checkpoint.signals import RunInterrupted
 from travel.io import atomic_directory, remove_directory, write_json_atomic
 
 CHECKPOINT_DIR = "checkpoints"
@@ -284,6 +285,4 @@ def checkpoint_point(store: Optional[CheckpointStore], stop: Any, env_step: int,
         stop.checkpoint_reached()
     path = save()
     if stopping:
-        from travel.checkpoint.signals import RunInterrupted
-
         raise RunInterrupted(f"{stop.reason} at env step {env_step}: wrote {path}; resume=auto continues", stop.signum)

@@ -6,7 +6,7 @@ import math
 from typing import Any, Mapping
 
 from travel.data.row import TravelRow
-from travel.data.text import literal
+from travel.data.text import canonical, literal
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "org",
@@ -172,7 +172,6 @@ def check_route(row: TravelRow) -> None:
     """The route scaffold that the row's reference information gives (travel/data/scaffold.py) agrees with its org,
     dest and visiting_city_number: it leaves from org, visits that many cities, and a one-city trip visits dest.
     (Its days are the row's dates, checked above.) Needs the row's catalog."""
-    from travel.data.text import canonical
 
     legs = row.scaffold
     moves = [leg for leg in legs if leg.kind == "move"]

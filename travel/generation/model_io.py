@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from travel.agents.models import resolve_dtype
+
 
 def cache_argument(model: Any) -> str:
     parameters = inspect.signature(model.forward).parameters
@@ -159,6 +161,5 @@ def compute_autocast(device: torch.device, compute_dtype: str | None) -> context
     """
     if compute_dtype is None:
         return contextlib.nullcontext()
-    from travel.agents.models import resolve_dtype
 
     return torch.autocast(device.type, dtype=resolve_dtype(compute_dtype), cache_enabled=False)

@@ -11,6 +11,7 @@ import torch
 
 from travel.generation.chat import render_role_prompt
 from travel.task.fields import JOINT_ACTION
+from travel.task.joint_prompt import build_joint_prompt
 from travel.task.prompts import build_role_prompt
 from travel.task.value_options import slot_value_options
 
@@ -45,7 +46,6 @@ def as_request(request: DecodeRequest | Sequence[Any]) -> DecodeRequest:
 
 def joint_request(tokenizer: Any, row: TravelRow, system_prompt: str | None = None, values: str = "free") -> DecodeRequest:
     """The joint policy's request for `row` (travel/task/joint_prompt.py): agent_id JOINT_ACTION, every slot."""
-    from travel.task.joint_prompt import build_joint_prompt
 
     return _request(tokenizer, row, build_joint_prompt(row, system_prompt=system_prompt), JOINT_ACTION, values)
 

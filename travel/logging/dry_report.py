@@ -5,7 +5,14 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from travel.agents.layouts import layout_class
 from travel.logging.memory_plan import format_memory_plan
+from travel.reward import score_joint_action
+from travel.task.budget_contract import budget_contract
+from travel.task.fields import owned_slots
+from travel.task.joint_prompt import build_joint_prompt
+from travel.task.prompts import build_role_prompt
+from travel.task.roles import ROLES, format_action
 
 if TYPE_CHECKING:
     from travel.run import Run
@@ -22,11 +29,6 @@ def _spread(values) -> dict[str, float]:
 def environment_checks(rows, reward_config, joint: bool = False) -> dict[str, Any]:
     """Reward range, the all-dash probe, role (and, for a joint actor, joint) prompt lengths and budget-contract
     feasibility over `rows`."""
-    from travel.reward import score_joint_action
-    from travel.task.budget_contract import budget_contract
-    from travel.task.fields import owned_slots
-    from travel.task.prompts import build_role_prompt
-    from travel.task.roles import ROLES, format_action
 
     probes, prompt_chars, contracts = [], {role.name.lower(): {} for role in ROLES}, {}
     for row in rows:
@@ -36,8 +38,6 @@ def environment_checks(rows, reward_config, joint: bool = False) -> dict[str, An
             prompt = build_role_prompt(row, agent_id)
             prompt_chars[role.name.lower()][str(row.source_index)] = len(prompt.system) + len(prompt.user)
         if joint:
-            from travel.task.joint_prompt import build_joint_prompt
-
             prompt = build_joint_prompt(row)
             prompt_chars.setdefault("joint", {})[str(row.source_index)] = len(prompt.system) + len(prompt.user)
         reason = budget_contract(row).reason
@@ -59,7 +59,6 @@ def environment_checks(rows, reward_config, joint: bool = False) -> dict[str, An
 
 def actor_report(run: "Run") -> dict[str, Any]:
     """The policy layout (actor option): how many trainable policies, and each action's output token budget."""
-    from travel.agents.layouts import layout_class
 
     layout = layout_class(str(run.cfg.actor.layout))
     role_tokens = run.generation.max_new_tokens

@@ -32,7 +32,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from travel.agents.architectures import Architecture, architecture_of
+from travel.agents.layouts import layout_class
+from travel.algorithms.core.config import CollectionOptions, DPOOptions, OnlineOptions, RewardModelOptions
 from travel.options import float_dtype_name
+from travel.task.joint_prompt import build_joint_prompt
+from travel.task.prompts import build_role_prompt
 
 if TYPE_CHECKING:
     from travel.run import Run
@@ -122,10 +126,6 @@ class MemoryPlan:
         return math.ceil(chars / self.arch.prompt_chars_per_token) + CHAT_TEMPLATE_TOKENS
 
     def workload(self) -> Workload:
-        from travel.agents.layouts import layout_class
-        from travel.task.joint_prompt import build_joint_prompt
-        from travel.task.prompts import build_role_prompt
-
         layout = layout_class(str(self.run.cfg.actor.layout))
         split = self.run.data.split
 
@@ -150,9 +150,6 @@ class MemoryPlan:
 
     # ---- the plan -----------------------------------------------------------------------------------------
     def _plan(self) -> None:
-        from travel.agents.layouts import layout_class
-        from travel.algorithms.core.config import CollectionOptions, DPOOptions, OnlineOptions, RewardModelOptions
-
         arch, hardware, algorithm = self.arch, self.hardware, self.run.algorithm
         w, c = self.weight_bytes, self.compute_bytes
         load = self.workload()

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from travel.io import write_text_atomic
+
 # docs/reward.md "Main table": what the main table reports at least, in its order.
 MAIN_TABLE_METRICS: tuple[str, ...] = (
     "reward",
@@ -89,7 +91,6 @@ SUMMARY_FILE = "summary.md"
 def write_summary(run_dir: str | Path, title: str, *tables: str) -> Path:
     """The run's initial / final / delta table (or a saved actors' evaluation), and any further tables (the
     held-out rows), as summary.md."""
-    from travel.io import write_text_atomic
 
     body = "\n".join(f"```text\n{table}\n```\n" for table in tables)
     return write_text_atomic(Path(run_dir) / SUMMARY_FILE, f"# {title}\n\n{body}")

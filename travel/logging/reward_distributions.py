@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from travel.algorithms.preference.batch import COMPARATOR, TARGET
 from travel.io import write_json_atomic
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ def series(values: Iterable[float], reward_range: Sequence[float], num_bins: int
 
 def selected_rewards(batch: "PreferenceBatch") -> tuple[list[float], list[float]]:
     """The rewards of the pairs' members, split by the pool each came from (target, comparator)."""
-    from travel.algorithms.preference.batch import COMPARATOR, TARGET
 
     target, comparator = [], []
     for pair in batch:

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from travel.algorithms.core.config import CollectionOptions
+
 
 @dataclass(frozen=True)
 class RunIdentity:
@@ -72,7 +74,6 @@ def run_identity(
     algo = _slug(algorithm.name)
     layout = ["cenactor"] if joint_actor else []
     tags = [*base_tags, "centralized-actor" if joint_actor else "decentralized-actor", algorithm.name]
-    from travel.algorithms.core.config import CollectionOptions
 
     if not isinstance(algorithm, CollectionOptions):  # online task-reward training (MAGRPO)
         name = "-".join(["Travel", algo, *layout, model_label(model_name), "hard-budget", f"{train_rows}train"])

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from travel.io import write_text_atomic
 from travel.report.figure import plot_groups
+from travel.report.html import write_pages
 from travel.report.runs import ReportError, read_runs
 from travel.report.tables import group_rows, groups_csv, markdown, runs_csv
 
@@ -24,7 +26,6 @@ def build_report(
     paths: Sequence[str | Path], out: str | Path, *, pages: bool = False, data: Optional[str] = None
 ) -> dict[str, Path]:
     """Write the report of the runs under `paths` into `out`; returns the files written by name."""
-    from travel.io import write_text_atomic
 
     runs = read_runs(paths)
     if not any(run.complete for run in runs):
@@ -40,8 +41,6 @@ def build_report(
     }
     written["curves.png"] = plot_groups(runs, out / "curves.png")
     if pages:
-        from travel.report.html import write_pages
-
         written.update({f"html/{name}": path for name, path in write_pages(runs, out / "html", data).items()})
     return written
 

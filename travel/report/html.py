@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from travel.data.curriculum import ScalableCurriculum
+from travel.data.module import DataModule
+from travel.io import write_text_atomic
 from travel.report.runs import ReportError, RunSummary
+from travel.reward.formula import COMPONENT_NAMES, PENALTY_NAMES
+from travel.reward.joint import MERGE_RESULT_KEY, evaluate_joint_action
 
 EVALUATIONS_FILE = "evaluations.json"  # travel/algorithms/core/evaluation.py writes it
 FIELD_LABELS = {
@@ -95,9 +100,6 @@ def load_rows(run_dir: Path, data_path: Optional[str]) -> dict[int, Any]:
     import yaml
     from hydra.utils import instantiate
 
-    from travel.data.curriculum import ScalableCurriculum
-    from travel.data.module import DataModule
-
     config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
     data = dict(config["data"])
     if data_path is not None:
@@ -116,7 +118,6 @@ def _esc(value: Any) -> str:
 
 def cell_states(row: Any, texts: Sequence[str]) -> tuple[list[dict[str, Any]], dict[tuple[int, str], str]]:
     """The merged plan of a joint action and each slot's state (grounded, ungrounded, empty, conflict)."""
-    from travel.reward.joint import MERGE_RESULT_KEY, evaluate_joint_action
 
     detail = evaluate_joint_action(list(texts), row)
     merge = detail[MERGE_RESULT_KEY]
@@ -178,8 +179,6 @@ def checks_table(first: Mapping[str, Any], last: Mapping[str, Any], steps: tuple
 
 
 def terms_table(first: Mapping[str, Any], last: Mapping[str, Any], steps: tuple[int, int]) -> str:
-    from travel.reward.formula import COMPONENT_NAMES, PENALTY_NAMES
-
     lines = [
         '<table class="terms">',
         f"<tr><th>reward term</th><th>env step {steps[0]}</th><th>env step {steps[1]}</th></tr>",
@@ -308,7 +307,6 @@ def index_page(runs: Sequence[RunSummary], pages: Mapping[Path, str]) -> str:
 
 def write_pages(runs: Sequence[RunSummary], out: Path, data_path: Optional[str] = None) -> dict[str, Path]:
     """One page per complete run and an index.html linking them, into `out`; returns the files by name."""
-    from travel.io import write_text_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     pages: dict[Path, str] = {}

@@ -19,6 +19,8 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from travel.algorithms.core.registry import registered
+
 SKIPPED_DIRS = {"checkpoints", "actors", "wandb", "preference_replay", "policy_checkpoints", "reward_distributions", ".submitit", ".hydra"}
 
 
@@ -79,8 +81,6 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _iterative_algorithms() -> set[str]:
-    from travel.algorithms.core.registry import registered
-
     return set(registered(iterative=True))
 
 

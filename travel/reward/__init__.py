@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from travel.reward.formula import REWARD_BACKEND, RewardConfig
+from travel.reward.formula import REWARD_BACKEND, RewardConfig, compute_reward, reward_signals
+from travel.reward.joint import INTERNAL_DETAIL_KEYS, MERGE_RESULT_KEY, evaluate_joint_action
+from travel.reward.recovery import RecoveryMemo, build_recovery_surface
 
 if TYPE_CHECKING:
     from travel.data.row import TravelRow
@@ -79,7 +81,6 @@ def score_joint_actions(
     """Score the K joint actions of one row, sharing per-row work: identical joint actions are scored
     once, and repeated agent texts and recovered plans are recovered and evaluated once. Every
     returned result owns its dicts."""
-    from travel.reward.recovery import RecoveryMemo
 
     if config is None:
         config = DEFAULT_CONFIG
@@ -119,10 +120,6 @@ def _joint_texts(pair: Sequence[Any]) -> tuple[str, ...]:
 
 
 def _score(row: "TravelRow", texts: tuple[str, ...], config: RewardConfig, memo: Any) -> RewardResult:
-    from travel.reward.formula import compute_reward, reward_signals
-    from travel.reward.joint import INTERNAL_DETAIL_KEYS, MERGE_RESULT_KEY, evaluate_joint_action
-    from travel.reward.recovery import build_recovery_surface
-
     detail = evaluate_joint_action(list(texts), row)
     merge = detail[MERGE_RESULT_KEY]
     surface = build_recovery_surface(texts, row, merge, detail, memo)

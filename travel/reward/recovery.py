@@ -19,9 +19,11 @@ from dataclasses import dataclass, field as dataclass_field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
+from travel.reward.evaluator import evaluate_reference_plan
 from travel.reward.penalties import overlong_rate, reference_copy_rate, reference_ngram_index
 from travel.task.actions import MAX_ACTION_CHARS
 from travel.task.fields import PLAN_FIELDS, Slot, owned_slots
+from travel.task.merger import MergeResult
 
 # Unrolled quoted-string alternatives and explicit letter classes: this runs on every action text and
 # is markedly faster than the IGNORECASE / `\w` spelling.
@@ -326,7 +328,6 @@ def recovered_merge(agents: Sequence[AgentRecovery], days: int) -> Any:
     with role capacities, constructed directly: recovered triples are owned, in range, non-blank and
     disjoint across roles, so the merger would accept every one (value stripped) with no conflict,
     overlap or drop. It carries no parses; only its plan-level metrics are used."""
-    from travel.task.merger import MergeResult
 
     per_agent = [{(day, field): value.strip() for day, field, value in agent.accepted} for agent in agents]
     merged = {slot: value for accepted in per_agent for slot, value in accepted.items()}
@@ -371,7 +372,6 @@ def build_recovery_surface(
     evaluation, reused when the recovered plan is the strict plan. `memo` shares work between the
     joint actions of one row.
     """
-    from travel.reward.evaluator import evaluate_reference_plan
 
     memo = memo if memo is not None else RecoveryMemo()
     days = int(row.days)

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Mapping, Optional
 
+from travel.algorithms.preference.replay import REPLAY_MODES
+
 PAIR_SELECTIONS = ("reward_gap", "comparator_reward")
 ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
 
@@ -194,7 +196,6 @@ class IterativeOptions:
 
     def validate(self) -> None:
         super().validate()  # type: ignore[misc]
-        from travel.algorithms.preference.replay import REPLAY_MODES
 
         require_int(self, "num_iterations", 1)
         require_optional_int(self, "comparator_num_candidates", 1)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from travel.agents.models import is_activation_checkpointing
 from travel.algorithms.core.packed_attention import PACKED_PROMPT_TOKENS
 from travel.generation.model_io import cache_argument, model_device, new_cache
 
@@ -76,7 +77,6 @@ def _selected_logits(
 def prompt_cache_usable(model: Any) -> bool:
     """Whether a forward can hand its key/value cache to the next with gradients: a transformers model whose
     gradient checkpointing is off (checkpointed layers drop the cache)."""
-    from travel.agents.models import is_activation_checkpointing
 
     return hasattr(model, "config") and not is_activation_checkpointing(model)
 

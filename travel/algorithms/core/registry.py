@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence
 
-from travel.algorithms.core.config import AlgorithmConfig, AlgorithmConfigError
+from travel.algorithms.core.config import AlgorithmConfig, AlgorithmConfigError, CollectionOptions
 
 if TYPE_CHECKING:
     from travel.algorithms.core.budgets import Budget
@@ -82,7 +82,6 @@ class AlgorithmSpec:
     @property
     def preference(self) -> bool:
         """Collects labelled pairs: mode=train checks the comparator before any weights load."""
-        from travel.algorithms.core.config import CollectionOptions
 
         return issubclass(self.config, CollectionOptions)
 

@@ -26,6 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from travel.agents.layouts import DecentralizedLayout, PolicyLayout
+from travel.reward import score_joint_actions
+
 if TYPE_CHECKING:
     from travel.data.row import TravelRow
     from travel.generation.requests import Candidate
@@ -108,7 +111,6 @@ class JointRollout:
 
 def as_layout(policies: Any) -> Any:
     """A policy layout (travel/agents/layouts.py) as it is, or two role policies as a decentralized layout."""
-    from travel.agents.layouts import DecentralizedLayout, PolicyLayout
 
     if isinstance(policies, PolicyLayout):
         return policies
@@ -118,8 +120,6 @@ def as_layout(policies: Any) -> Any:
 
 
 def _default_score(row, pairs, config):
-    from travel.reward import score_joint_actions
-
     return score_joint_actions(row, pairs, config)
 
 

@@ -21,14 +21,21 @@ from tqdm.auto import tqdm
 
 from travel.algorithms.core.budgets import magrpo_budget, magrpo_schedule
 from travel.algorithms.core.config import ADVANTAGE_MODES, AlgorithmConfig, OnlineOptions
-from travel.algorithms.core.registry import AdvantageEstimator, AlgorithmSpec, TrainingParts, advantage_estimator, register
+from travel.algorithms.core.registry import (
+    AdvantageEstimator,
+    AlgorithmSpec,
+    TrainingParts,
+    advantage_estimator,
+    register,
+)
 from travel.algorithms.core.results import BudgetDrift, TrainResult
+from travel.checkpoint.store import checkpoint_point
 
 if TYPE_CHECKING:
     from travel.algorithms.core.evaluation import Evaluator
     from travel.algorithms.core.rollout import JointRollout, JointRolloutSampler
-    from travel.generation.requests import Candidate
     from travel.algorithms.core.schedule import TrainingSchedule
+    from travel.generation.requests import Candidate
 
 NORMALISATION_EPS = 1e-6
 
@@ -94,6 +101,7 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool
     """
     import torch
 
+    # deferred: the losses load transformers; a dry run imports this module without them
     from travel.algorithms.core.losses import advantage_weighted_loss, shared_prompt_value_logprobs
 
     model, optimizer = actor.model, actor.optimizer
@@ -222,7 +230,6 @@ class MAGRPOTrainer:
     def _checkpoint(self, epoch_index: int, row_start: int, at_eval_point: bool) -> None:
         """A checkpoint when one is due here (travel.checkpoint.store.checkpoint_point); at an evaluation point
         the epoch's evaluation is done, at a buffer boundary mid-epoch too."""
-        from travel.checkpoint.store import checkpoint_point
 
         def save() -> Path:
             state = self.checkpoint_state(epoch_index, row_start, evaluated=at_eval_point or row_start > 0)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Se
 
 import torch
 
-from travel.algorithms.core.budgets import marlhf_budget
+from travel.algorithms.core.budgets import marlhf_budget, online_schedule
 from travel.algorithms.core.config import (
     AlgorithmConfig,
     AlgorithmConfigError,
@@ -40,6 +40,11 @@ from travel.algorithms.core.config import (
     OnlineOptions,
     RewardModelOptions,
 )
+from travel.algorithms.core.registry import AlgorithmSpec, TrainingParts, register
+from travel.algorithms.core.results import TrainResult
+from travel.algorithms.core.rollout import JointRolloutSampler
+from travel.algorithms.online.magrpo import MAGRPOTrainer, group_advantage
+from travel.algorithms.preference.checkpoint import restore_preference_state, save_preference_state
 from travel.algorithms.preference.loop import (
     PreferenceRun,
     TrainRows,
@@ -58,19 +63,16 @@ from travel.algorithms.preference.reward_model import (
     load_pretrained_base,
     release_memory,
 )
-from travel.algorithms.core.registry import AlgorithmSpec, TrainingParts, register
-from travel.algorithms.core.results import TrainResult
-from travel.algorithms.online.magrpo import MAGRPOTrainer, group_advantage
 from travel.checkpoint.store import load_plain, save_plain
+from travel.reward import RewardResult
 
 REWARD_MODEL_FILE = "reward_model.pt"
 
 if TYPE_CHECKING:
-    from travel.algorithms.preference.comparators import ComparatorSpec
     from travel.algorithms.core.evaluation import Evaluator
     from travel.algorithms.preference.batch import PreferenceBatch
+    from travel.algorithms.preference.comparators import ComparatorSpec
     from travel.data.row import TravelRow
-    from travel.reward import RewardResult
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,6 @@ class MARLHFTrainer:
         stop: Any = None,
     ):
         """`checkpoints`, `resume` and `stop` as in MAGRPOTrainer (travel/algorithms/online/magrpo.py)."""
-        from travel.algorithms.core.budgets import online_schedule
-        from travel.algorithms.core.rollout import JointRolloutSampler
 
         algorithm = config = self.config_class.from_mapping(algorithm)
         self.actors = actors
@@ -195,7 +195,6 @@ class MARLHFTrainer:
 
     def learned_scores(self, row: "TravelRow", pairs: list[tuple[str, str]], config: Any = None) -> list["RewardResult"]:
         """The rollout seam's score function during the online phase: reward-model scores, no task metrics."""
-        from travel.reward import RewardResult
 
         if self.reward_model is None:
             raise RuntimeError("the online phase scored a rollout before the reward model was fitted")
@@ -251,7 +250,6 @@ class MARLHFTrainer:
 
     def save_checkpoint_extra(self, directory: Path) -> None:
         """The online loop's checkpoints also keep the preference run's state and the fitted reward model."""
-        from travel.algorithms.preference.checkpoint import save_preference_state
 
         save_preference_state(self.run, directory)
         if self.reward_model is not None:
@@ -259,7 +257,6 @@ class MARLHFTrainer:
 
     def restore_checkpoint(self, *, reward_model: bool) -> None:
         """The preference run's state and, when `reward_model`, the reward model of the checkpoint resumed."""
-        from travel.algorithms.preference.checkpoint import restore_preference_state
 
         path = Path(self.resume.path)
         restore_preference_state(self.run, path)

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from travel.algorithms.preference.comparators import ComparatorConfigError, vocabulary_mismatch
 from travel.algorithms.preference.batch import DECENTRALIZED, JointCandidate, PreferenceError, TokenSequence
+from travel.algorithms.preference.collection import generation_chunks
+from travel.algorithms.preference.comparators import ComparatorConfigError, vocabulary_mismatch
+from travel.generation import joint_request
+from travel.generation.projection import ProjectionError, encode_role_action
+from travel.task.joint_action import FAILED_JOINT_ACTION, split_joint_action
 
 
 class CentralTeacherSource:
@@ -25,8 +29,6 @@ class CentralTeacherSource:
     def __init__(
         self, actors: Sequence[Any], teacher_model: Any, generator: Any, batch_size: int, teacher_agent_index: int = 0
     ):
-        from travel.algorithms.preference.collection import generation_chunks
-
         generation_chunks(1, batch_size)
         problem = vocabulary_mismatch(actors[0].tokenizer, actors[1].tokenizer)
         if problem:
@@ -47,17 +49,12 @@ class CentralTeacherSource:
         """The teacher's joint request for `row` (rendered once per row)."""
         cached = self._requests.get(id(row))
         if cached is None or cached[0] is not row:
-            from travel.generation import joint_request
-
             cached = self._requests[id(row)] = (row, joint_request(self.tokenizer, row, values=self.decoder.values))
         return cached[1]
 
     def sample(self, row: Any, num_candidates: int) -> list[JointCandidate]:
         """`num_candidates` joint candidates, in generation calls of at most `batch_size`; each candidate is one
         decoded sequence of the joint grammar."""
-        from travel.algorithms.preference.collection import generation_chunks
-        from travel.generation.projection import ProjectionError, encode_role_action
-        from travel.task.joint_action import FAILED_JOINT_ACTION, split_joint_action
 
         joint: list[JointCandidate] = []
         for size in generation_chunks(num_candidates, self.batch_size):

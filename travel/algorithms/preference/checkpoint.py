@@ -18,6 +18,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from travel.algorithms.core.results import PreferenceCounts
+from travel.algorithms.preference.replay import batch_from_payload, shard_payload
 from travel.checkpoint.store import load_plain, save_plain
 from travel.io import atomic_directory, write_json_atomic
 
@@ -57,7 +59,6 @@ def _trees(run: "PreferenceRun") -> dict[str, Path]:
 
 def save_preference_state(run: "PreferenceRun", directory: Path, training_pairs: Optional["PreferenceBatch"] = None) -> None:
     """Write the run's part of a checkpoint into `directory` (a checkpoint being written)."""
-    from travel.algorithms.preference.replay import shard_payload
 
     state = {
         "counts": run.counts.as_dict(),
@@ -74,9 +75,6 @@ def save_preference_state(run: "PreferenceRun", directory: Path, training_pairs:
 def restore_preference_state(run: "PreferenceRun", directory: Path) -> Optional["PreferenceBatch"]:
     """Restore the run's part of the checkpoint at `directory`; returns the DPO pass's pairs, when it kept them."""
     import json
-
-    from travel.algorithms.preference.replay import batch_from_payload
-    from travel.algorithms.core.results import PreferenceCounts
 
     state: dict[str, Any] = load_plain(directory / PREFERENCE_STATE)
     run.counts = PreferenceCounts(**state["counts"])

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 from travel.algorithms.core.config import PAIR_SELECTIONS
+from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.algorithms.preference.batch import (
     COMPARATOR,
     TARGET,
@@ -31,13 +32,12 @@ from travel.algorithms.preference.batch import (
     TokenSequence,
     int_tuple,
 )
-
-from travel.algorithms.core.rollout import JointRolloutSampler
+from travel.reward import score_joint_actions
 
 if TYPE_CHECKING:
     from travel.algorithms.core.rollout import Policy, ScoreFn
-    from travel.generation.requests import Candidate
     from travel.data.row import TravelRow
+    from travel.generation.requests import Candidate
 
 
 # ---- pair selection -------------------------------------------------------------------------------
@@ -184,8 +184,6 @@ class PreferenceCollection:
 
 
 def _default_score(row, pairs, config):
-    from travel.reward import score_joint_actions
-
     return score_joint_actions(row, pairs, config)
 
 

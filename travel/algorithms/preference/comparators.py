@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
+from travel.algorithms.core.registry import registered
 from travel.algorithms.preference.policy_checkpoints import PolicyCheckpoints
 
 POLICIES = ("none", "current_copy", "history", "model")
@@ -50,8 +51,6 @@ class ComparatorSpec:
     def from_config(cls, cfg: Any, algorithm: Any) -> "ComparatorSpec":
         """From the composed config's `comparator` and `generation_mode` nodes and the typed algorithm config."""
         from omegaconf import OmegaConf
-
-        from travel.algorithms.core.registry import registered
 
         comparator = cfg.get("comparator") or {"name": "none", "policy": "none"}
         mode_node = cfg.get("generation_mode") or {"name": "decentralized"}

@@ -104,6 +104,7 @@ def _softplus(x: float) -> float:
 
 def packed_logprobs(model: Any, prompt_ids: Sequence[int], ids: Sequence[Sequence[int]], masks: Sequence[Sequence[int]]) -> torch.Tensor:
     """The default: the continuations packed behind one copy of the prompt."""
+    # deferred: the losses load transformers; a dry run imports this module without them
     from travel.algorithms.core.losses import shared_prompt_value_logprobs
 
     return shared_prompt_value_logprobs(model, prompt_ids, ids, masks)

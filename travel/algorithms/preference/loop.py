@@ -18,24 +18,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from travel.algorithms.core.registry import spec_for
+from travel.algorithms.core.results import BudgetDrift, PreferenceCounts, TrainResult
+from travel.algorithms.core.rollout import as_layout
 from travel.algorithms.preference.batch import PreferenceBatch
+from travel.algorithms.preference.central_teacher import CentralTeacherSource
 from travel.algorithms.preference.collection import (
+    PolicySource,
     PreferenceCollection,
     PreferenceSettings,
-    PolicySource,
     collect_preferences,
 )
-from travel.algorithms.core.rollout import as_layout
-from travel.algorithms.preference.central_teacher import CentralTeacherSource
-from travel.algorithms.preference.comparators import ComparatorPolicies, ComparatorRolePolicy
+from travel.algorithms.preference.comparators import (
+    Comparator,
+    ComparatorConfigError,
+    ComparatorPolicies,
+    ComparatorRolePolicy,
+)
 from travel.algorithms.preference.replay import ReplayStore
-from travel.algorithms.core.results import BudgetDrift, PreferenceCounts, TrainResult
+from travel.logging.reward_distributions import log_iteration
+from travel.reward import DEFAULT_CONFIG, RewardConfig
 
 if TYPE_CHECKING:
     from travel.algorithms.core.budgets import Budget
-    from travel.algorithms.preference.comparators import Comparator, ComparatorSpec
     from travel.algorithms.core.config import AlgorithmConfig
     from travel.algorithms.core.evaluation import Evaluator
+    from travel.algorithms.preference.comparators import ComparatorSpec
     from travel.data.row import TravelRow
 
 REPLAY_DIR = "preference_replay"
@@ -134,7 +142,6 @@ class EvalGate:
 
 def declared_reward_range(reward_config: Any) -> tuple[float, float]:
     """The task reward's declared [min, max] (the distributions' x range), whatever form the config takes."""
-    from travel.reward import DEFAULT_CONFIG, RewardConfig
 
     if reward_config is None:
         config = DEFAULT_CONFIG
@@ -226,8 +233,6 @@ class PreferenceRun:
     # -- comparator ---------------------------------------------------------------------------------------------
 
     def _comparator(self, spec: Optional["ComparatorSpec"], loaders) -> "Comparator":
-        from travel.algorithms.preference.comparators import Comparator, ComparatorConfigError
-
         if spec is None or not spec.active:
             raise ComparatorConfigError(
                 f"algorithm={self.name} compares the actors with a comparator each iteration: use "
@@ -303,7 +308,6 @@ class PreferenceRun:
         """iter/* counters and, with algorithm.log_reward_distribution, the iteration's reward distributions."""
         if self.tracker is None:
             return
-        from travel.logging.reward_distributions import log_iteration
 
         log_iteration(
             self.tracker,
@@ -321,7 +325,6 @@ class PreferenceRun:
 
     def budget(self) -> "Budget":
         """The dry run's budget for this algorithm over these train rows (raises BudgetError on bad options)."""
-        from travel.algorithms.core.registry import spec_for
 
         return spec_for(self.algorithm).budget(self.algorithm, TrainRows(self.train_rows), 0)
 

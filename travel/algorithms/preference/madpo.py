@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from travel.algorithms.core.budgets import madpo_budget
 from travel.algorithms.core.config import AlgorithmConfig, CollectionOptions, DPOOptions, IterativeOptions
+from travel.algorithms.core.registry import AlgorithmSpec, TrainingParts, register
+from travel.algorithms.core.results import TrainResult
+from travel.algorithms.preference.checkpoint import restore_preference_state, save_preference_state
 from travel.algorithms.preference.dpo import (
     DPOStep,
     GroupLogprob,
@@ -34,8 +37,6 @@ from travel.algorithms.preference.dpo import (
     joint_dpo_update,
     packed_logprobs,
 )
-from travel.algorithms.core.registry import AlgorithmSpec, TrainingParts, register
-from travel.algorithms.core.results import TrainResult
 from travel.algorithms.preference.loop import (
     EvalGate,
     PreferenceRun,
@@ -44,11 +45,12 @@ from travel.algorithms.preference.loop import (
     preference_trainer_parts,
     require_pairs,
 )
+from travel.checkpoint.store import CheckpointError, checkpoint_point
 
 if TYPE_CHECKING:
-    from travel.algorithms.preference.comparators import ComparatorSpec
     from travel.algorithms.core.evaluation import Evaluator
     from travel.algorithms.preference.batch import PreferenceBatch
+    from travel.algorithms.preference.comparators import ComparatorSpec
     from travel.data.row import TravelRow
 
 
@@ -168,9 +170,6 @@ class MADPOTrainer:
     # -- checkpoints ------------------------------------------------------------------------------------------
 
     def _checkpoint(self, position: dict[str, Any], pairs: "PreferenceBatch", at_eval_point: bool) -> None:
-        from travel.algorithms.preference.checkpoint import save_preference_state
-        from travel.checkpoint.store import checkpoint_point
-
         def save() -> Path:
             state = {
                 "trainer": self.algorithm.name,
@@ -186,16 +185,12 @@ class MADPOTrainer:
         checkpoint_point(self.checkpoints, self.stop, self.env_step, at_eval_point, save)
 
     def _restore(self, state: dict[str, Any], path: Path) -> None:
-        from travel.algorithms.preference.checkpoint import restore_preference_state
-
         if state.get("trainer") != self.algorithm.name:
             raise ValueError(f"a {state.get('trainer')!r} checkpoint cannot resume algorithm={self.algorithm.name}")
         self.env_step, self.updates = int(state["env_step"]), int(state["updates"])
         self.gate.restore(state["gate"])
         pairs = restore_preference_state(self.run, path)
         if pairs is None:
-            from travel.checkpoint.store import CheckpointError
-
             raise CheckpointError(f"resume={path}: the checkpoint keeps no training pairs, so no DPO pass can continue")
         self._resumed = (state["position"], pairs)
 

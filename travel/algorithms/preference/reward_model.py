@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from travel.agents.models import resolve_dtype
 from travel.task.fields import JOINT_ACTION
 from travel.task.roles import assistant_prefill
 
@@ -269,8 +270,6 @@ def load_pretrained_base(name: str, dtype: str = "auto", attn_implementation: st
     """A hub id or local directory as (decoder without LM head, tokenizer), on the CPU, in the dtype its weights
     were saved in unless `dtype` names one (the paper's reward model: bfloat16)."""
     from transformers import AutoModel, AutoTokenizer
-
-    from travel.agents.models import resolve_dtype
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
