@@ -123,9 +123,9 @@ def test_trainer_counts_match_the_dry_run_report(smoke_run, tmp_path):
 
 
 def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monkeypatch):
-    import travel.reward
+    from travel.algorithms.core import rollout
 
-    real = travel.reward.score_joint_actions
+    real = rollout.score_joint_actions
     calls = []
 
     def failing_reward(row, pairs, config=None):
@@ -134,7 +134,7 @@ def test_a_run_that_crashes_mid_way_keeps_its_metrics_and_config(tmp_path, monke
             raise RuntimeError("reward backend failed")
         return real(row, pairs, config)
 
-    monkeypatch.setattr(travel.reward, "score_joint_actions", failing_reward)
+    monkeypatch.setattr(rollout, "score_joint_actions", failing_reward)  # the rollout seam's default scoring
     with pytest.raises(RuntimeError, match="reward backend failed"):
         Run(compose_config("experiment=smoke"), run_dir=str(tmp_path))()
     records = metrics_records(tmp_path)
