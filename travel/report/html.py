@@ -21,11 +21,11 @@ from typing import Any, Mapping, Optional, Sequence
 from travel.data.curriculum import ScalableCurriculum
 from travel.data.module import DataModule
 from travel.io import write_text_atomic
+from travel.algorithms.core.evaluation import EVALUATIONS_FILE
 from travel.report.runs import ReportError, RunSummary
 from travel.reward.formula import COMPONENT_NAMES, PENALTY_NAMES
 from travel.reward.joint import MERGE_RESULT_KEY, evaluate_joint_action
 
-EVALUATIONS_FILE = "evaluations.json"  # travel/algorithms/core/evaluation.py writes it
 FIELD_LABELS = {
     "current_city": "current city",
     "transportation": "transportation",

@@ -116,12 +116,18 @@ class Evaluator:
         return records, samples
 
     def evaluate(self, rows: Sequence["TravelRow"], env_step: int, *, terminal: bool = False) -> EvalPoint:
+        return self._evaluate(rows, env_step, terminal)[0]
+
+    def _evaluate(
+        self, rows: Sequence["TravelRow"], env_step: int, terminal: bool
+    ) -> tuple[EvalPoint, list[dict[str, float]]]:
+        """The logged point, and its samples' aggregation records."""
         records, samples = self._score(rows, f"{'final eval' if terminal else 'eval'} @ {env_step}")
         point = EvalPoint(env_step, anchor_and_full_metrics(records, self.panel_size), samples, terminal)
         if self.tracker is not None:
             self.tracker.log(point.public, env_step=env_step)
         self.history.append(point)
-        return point
+        return point, records
 
     def _held_out(self, point: EvalPoint, eval_records: list[dict[str, float]], env_step: int) -> EvalPoint:
         """The terminal point with every held-out group scored: the eval pool counts as in-curriculum."""
@@ -172,9 +178,8 @@ class Evaluator:
     def terminal(self, env_step: int, run_dir: str | Path | None = None) -> EvalPoint:
         """Every eval row; the first panel is the final eval/* point, the full pool goes to eval_final.json.
         With held-out rows, those too, apart from eval/*. Writes eval_final.json and evaluations.json."""
-        point = self.evaluate(self.eval_rows, env_step, terminal=True)
+        point, eval_records = self._evaluate(self.eval_rows, env_step, terminal=True)
         if any(self.held_out.values()):
-            eval_records = [sample_record(sample["metrics"]) for sample in point.samples]
             point = self.history[-1] = self._held_out(point, eval_records, env_step)
         if run_dir is not None:
             write_eval_final(point, Path(run_dir) / EVAL_FINAL_FILE, self.panel_size)
