@@ -80,6 +80,8 @@ def test_smoke_experiment_end_to_end_with_offline_wandb(smoke_run):
     train = [r for r in records if "train/reward" in r]
     assert any(r["train/reward_group_std"] > 0 and r["train/nonzero_advantage_rate"] > 0 for r in train)
     assert any(r[f"train/loss_agent_{agent}"] != 0 for r in train for agent in (0, 1))
+    # an update with a loss has a gradient, and its norm is logged
+    assert all(r[f"train/grad_norm_agent_{a}"] > 0 for r in train for a in (0, 1) if r[f"train/loss_agent_{a}"] != 0)
     initial = build_tiny_random(seed=config.seed).model.state_dict()
     for agent in (0, 1):
         directory = run_dir / "actors" / f"agent_{agent}"

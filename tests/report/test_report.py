@@ -86,3 +86,57 @@ def test_a_report_without_a_complete_run_names_what_it_found(sweep, tmp_path):
         build_report([sweep / "tied"], tmp_path)
     assert [run.status for run in read_runs([sweep / "tied"])] == ["failed"]
     assert main([str(tmp_path / "nowhere")]) == 2  # not a directory: an error naming it, no traceback
+
+
+def test_each_run_records_its_command_card_and_minutes_and_the_report_shows_them(sweep, tmp_path):
+    for run_dir in [*sweep.glob("*_seed*"), sweep / "tied"]:
+        segments = json.loads((run_dir / "run.json").read_text())["segments"]
+        assert len(segments) == 1, run_dir
+        assert segments[0]["ended"] == ("failed" if run_dir.name == "tied" else "completed")
+        assert segments[0]["devices"] == [] and segments[0]["wall_s"] > 0 and "launch.py" in segments[0]["command"]
+    build_report([sweep], tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    run_dir = next(sweep.glob("1_magrpo_seed1"))
+    wall = json.loads((run_dir / "run.json").read_text())["segments"][0]["wall_s"]
+    line = next(line for line in report.splitlines() if line.startswith("| 1_magrpo_seed1 |"))
+    assert f"| cpu | {wall / 60:.1f} |" in line and "experiment=smoke" in line
+
+
+def test_archived_runs_rebuild_the_same_tables_without_the_samples(sweep, tmp_path):
+    from travel.report.archive import archive_run
+
+    archived = tmp_path / "runs"
+    runs = sorted(sweep.glob("*_magrpo_seed*"))
+    targets = [archive_run(run_dir, archived, placeholders=True) for run_dir in runs]
+    assert [t.name for t in targets] == ["smoke_seed1", "smoke_seed2"]  # the experiment= choice and the seed
+    for run_dir, target in zip(runs, targets):
+        final = json.loads((target / "eval_final.json").read_text())
+        assert "samples" not in final and final["eval"] == json.loads((run_dir / "eval_final.json").read_text())["eval"]
+        assert (target / "metrics.jsonl").read_text() == (run_dir / "metrics.jsonl").read_text()
+    with pytest.raises(ReportError, match="already exists"):
+        archive_run(runs[0], archived)
+    with pytest.raises(ReportError, match="not a complete training run"):
+        archive_run(sweep / "tied", archived)
+    build_report(runs, tmp_path / "full")
+    build_report([archived], tmp_path / "small")
+    assert (tmp_path / "full" / "groups.csv").read_text() == (tmp_path / "small" / "groups.csv").read_text()
+
+
+def test_the_archive_writes_the_readmes_placeholders_for_the_runs_own_paths(tmp_path):
+    from travel.report.archive import PLACEHOLDERS, archive_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    config = {"seed": 3, "algorithm": {"name": "magrpo"}, "actor": {"layout": "decentralized"},
+              "data": {"path": "/home/me/tp/train.jsonl"}, "model": {"path": "/home/me/gguf"}}
+    (run / "config.yaml").write_text(json.dumps(config))
+    (run / "status").write_text("completed\n")
+    (run / "metrics.jsonl").write_text(json.dumps({"env_step": 0, "eval/reward": 0.5}) + "\n")
+    (run / "eval_final.json").write_text(json.dumps({"eval": {"eval/reward": 0.5}, "samples": [1], "held_out_samples": [2]}))
+    command = "python launch.py data.path=/home/me/tp/train.jsonl model.path=/home/me/gguf seed=3"
+    (run / "run.json").write_text(json.dumps({"segments": [{"command": command, "wall_s": 6.0}]}))
+    target = archive_run(run, tmp_path / "archived", placeholders=True)
+    assert target.name == "magrpo_seed3"  # no experiment= choice: named after the algorithm
+    texts = "".join((target / name).read_text() for name in ("config.yaml", "run.json"))
+    assert "/home/me" not in texts and all(p in texts for p in PLACEHOLDERS.values())
+    assert json.loads((target / "eval_final.json").read_text()) == {"eval": {"eval/reward": 0.5}}

@@ -7,13 +7,20 @@
   it wrote, for a run stopped as asked (SIGTERM, a Slurm requeue); or `failed` followed by the error's type and
   message (the traceback goes to launch.log).
 - `launch.log`: everything the run prints (stdout and stderr, progress-bar refreshes left out).
+- `run.json`: one segment per start of the run (a resumed run has several): the command, when it started, its
+  wall seconds, how it ended and the CUDA devices it used, so that a report can give each run's command, card
+  and device minutes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import shlex
 import sys
+import time
 import traceback
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
@@ -22,6 +29,7 @@ from travel.io import write_text_atomic
 
 STATUS_FILE = "status"
 LOG_FILE = "launch.log"
+RECORD_FILE = "run.json"
 RUNNING, COMPLETED, STOPPED, FAILED = "running", "completed", "stopped", "failed"
 RUN_MARKERS = (STATUS_FILE, "metrics.jsonl", "dry_run.json")
 
@@ -53,18 +61,37 @@ def write_status(run_dir: str | Path, state: str, error: Optional[BaseException]
     write_text_atomic(Path(run_dir) / STATUS_FILE, text + "\n")
 
 
+def cuda_devices() -> list[str]:
+    """The names of the CUDA devices, where this process initialised CUDA; [] otherwise (a CPU run, a dry run)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return []
+    return [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+
+
+def append_segment(run_dir: str | Path, segment: dict) -> None:
+    """Add one start of the run to run.json (created on the first)."""
+    path = Path(run_dir) / RECORD_FILE
+    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"segments": []}
+    record["segments"].append(segment)
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+
+
 class _Tee:
     """Writes to the console stream and to the log file; progress-bar refreshes (carriage returns, cursor moves)
-    stay off the file."""
+    stay off the file, and so does the line end a closing bar writes after its last refresh."""
 
     def __init__(self, console: TextIO, log: TextIO):
         self.console, self.log = console, log
+        self._after_refresh = False
 
     def write(self, text: str) -> int:
         self.console.write(text)
-        if "\r" not in text and "\x1b[" not in text:
+        refresh = "\r" in text or "\x1b[" in text
+        if not refresh and not (self._after_refresh and text.strip() == ""):
             self.log.write(text)
             self.log.flush()
+        self._after_refresh = refresh or (self._after_refresh and text.strip() == "")
         return len(text)
 
     def flush(self) -> None:
@@ -78,16 +105,20 @@ class _Tee:
 @contextlib.contextmanager
 def recorded(run_dir: str | Path) -> Iterator[None]:
     """Status `running` for the body, then `completed`, `stopped` (a requested stop, its checkpoint written) or
-    `failed` with the error (re-raised); the body's output is copied into launch.log."""
+    `failed` with the error (re-raised); the body's output is copied into launch.log, and the segment goes to
+    run.json."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_status(run_dir, RUNNING)
+    started, clock, ended = datetime.now(timezone.utc), time.monotonic(), FAILED
     with (run_dir / LOG_FILE).open("a", encoding="utf-8") as log:
         stdout, stderr = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = _Tee(stdout, log), _Tee(stderr, log)
         try:
             yield
+            ended = COMPLETED
         except RunInterrupted as stopped:
+            ended = STOPPED
             log.write(f"{STOPPED}: {type(stopped).__name__}: {stopped}\n")  # as asked: no traceback
             write_status(run_dir, STOPPED, stopped)
             raise
@@ -97,4 +128,11 @@ def recorded(run_dir: str | Path) -> Iterator[None]:
             raise
         finally:
             sys.stdout, sys.stderr = stdout, stderr
+            append_segment(run_dir, {
+                "command": shlex.join(["python", *sys.argv]),
+                "started": started.isoformat(timespec="seconds"),
+                "wall_s": round(time.monotonic() - clock, 1),
+                "ended": ended,
+                "devices": cuda_devices(),
+            })
     write_status(run_dir, COMPLETED)

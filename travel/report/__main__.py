@@ -5,12 +5,15 @@ by algorithm x comparator x actor layout from their resolved configs, and writes
 `report/`): `report.md` (mean ± std over seeds of the headline metrics, each run's reward, the incomplete runs
 apart), `groups.csv` and `runs.csv` (every main metric: initial, final, delta) and `curves.png` (each group's
 fixed-anchor curves with a band over seeds). The Markdown is printed too. With `--html`, `html/` in --out gets
-one page per complete run showing its plans, and an index linking them (travel/report/html.py).
+one page per complete run showing its plans, and an index linking them (travel/report/html.py). With
+`--into FILE`, the tables and the figure also replace what stands between FILE's two report markers (how
+docs/results.md is rebuilt from docs/results/runs/).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -45,15 +48,39 @@ def build_report(
     return written
 
 
+BEGIN_MARKER = "<!-- begin: written by python -m travel.report --into -->"
+END_MARKER = "<!-- end: written by python -m travel.report --into -->"
+
+
+def report_section(report: str, figure: Path, document: Path) -> str:
+    """What goes between the markers: the figure (linked relative to the document), then the tables."""
+    link = Path(os.path.relpath(figure, document.parent)).as_posix()
+    return f"{BEGIN_MARKER}\n\n![fixed-anchor curves, mean ± std over seeds]({link})\n\n{report}\n{END_MARKER}"
+
+
+def write_into(document: str | Path, section: str) -> Path:
+    """Replace the text between the document's report markers (markers included) with `section`."""
+    document = Path(document)
+    text = document.read_text(encoding="utf-8") if document.is_file() else ""
+    begin, end = text.find(BEGIN_MARKER), text.find(END_MARKER)
+    if begin < 0 or end < begin:
+        raise ReportError(f"{document}: no report markers (a line {BEGIN_MARKER!r}, later a line {END_MARKER!r})")
+    return write_text_atomic(document, text[:begin] + section + text[end + len(END_MARKER):])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m travel.report", description=__doc__.split("\n\n")[1])
     parser.add_argument("paths", nargs="+", help="run directories, sweep directories, or folders holding them")
     parser.add_argument("--out", default="report", help="where the tables and the figure go (default: report/)")
     parser.add_argument("--html", action="store_true", help="also write a page per run showing its plans (html/)")
     parser.add_argument("--data", help="the runs' train file, where their config's data.path is not on this machine")
+    parser.add_argument("--into", help="a Markdown file whose report markers get the tables and the figure")
     args = parser.parse_args(argv)
     try:
         written = build_report(args.paths, args.out, pages=args.html, data=args.data)
+        if args.into:
+            report = written["report.md"].read_text(encoding="utf-8")
+            written["into"] = write_into(args.into, report_section(report, written["curves.png"], Path(args.into)))
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ error and never enters a mean.
 
 The fixed-anchor curve is the run's eval/* records in `metrics.jsonl` (the first at env step 0 before any
 update, the last the terminal evaluation's first panel), so initial and final are its first and last points.
+`run.json` (travel/checkpoint/run_dir.py) gives its command, card and device minutes, summed over its segments.
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ class RunSummary:
     error: str = ""
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)  # (env_step, eval/* without the prefix)
     held_out: dict[str, Any] = field(default_factory=dict)  # eval_final.json's held-out groups (held_out_eval)
+    segments: list[dict[str, Any]] = field(default_factory=list)  # run.json: one per start of the run
+
+    @property
+    def device_minutes(self) -> Optional[float]:
+        """Wall minutes over the run's segments; None where run.json is missing."""
+        return sum(float(s["wall_s"]) for s in self.segments) / 60 if self.segments else None
+
+    @property
+    def devices(self) -> str:
+        names = dict.fromkeys(name for s in self.segments for name in s.get("devices", []))
+        return ", ".join(names) if names else ("cpu" if self.segments else "n/a")
+
+    @property
+    def command(self) -> str:
+        return self.segments[0]["command"] if self.segments else ""
 
     @property
     def complete(self) -> bool:
@@ -136,7 +152,21 @@ def read_run(path: Path, iterative: Optional[set[str]] = None) -> Optional[RunSu
         error=" ".join(lines[1:2]),
         curve=read_curve(path / "metrics.jsonl"),
         held_out=read_held_out(path / "eval_final.json"),
+        segments=read_segments(path / "run.json"),
     )
+
+
+def read_segments(record: Path) -> list[dict[str, Any]]:
+    """run.json's segments ([] without the file: a run from before it was written)."""
+    if not record.is_file():
+        return []
+    try:
+        segments = json.loads(record.read_text(encoding="utf-8"))["segments"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ReportError(f"{record}: not a run record ({exc})") from None
+    if not all(isinstance(s, dict) and "wall_s" in s and "command" in s for s in segments):
+        raise ReportError(f"{record}: a segment without wall_s or command")
+    return segments
 
 
 def read_held_out(eval_final: Path) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 (algorithm x comparator x actor layout) their mean and standard deviation over seeds; as Markdown and CSV.
 
 The standard deviation is the sample one (n - 1); a group of one run has none (empty in CSV, "n/a" in
-Markdown). Incomplete runs are their own table and enter no mean.
+Markdown). Incomplete runs are their own table and enter no mean. A group "learns" when it has two seeds or more
+and at every seed the final anchor reward is above the initial one and the mean of the last two points is above
+the first.
 """
 
 from __future__ import annotations
@@ -42,12 +44,27 @@ class GroupRow:
     initial: dict[str, Spread]
     final: dict[str, Spread]
     delta: dict[str, Spread]
+    learns: str
 
 
 def metric_names(runs: Sequence[RunSummary]) -> list[str]:
     """The main metrics every complete run reports, in the main table's order, then the headline extras."""
     names = [m for m in (*MAIN_TABLE_METRICS, *HEADLINE_METRICS) if all(m in r.initial and m in r.final for r in runs)]
     return list(dict.fromkeys(names))
+
+
+def run_learns(run: RunSummary) -> bool:
+    """The final anchor reward above the initial, and the mean of the curve's last two points above its first."""
+    rewards = [values["reward"] for _, values in run.curve]
+    return rewards[-1] > rewards[0] and statistics.fmean(rewards[-2:]) > rewards[0]
+
+
+def learns(members: Sequence[RunSummary]) -> str:
+    """The verdict on a group's complete runs: yes, no (naming the seeds that fail) or n/a (one seed)."""
+    if len(members) < 2:
+        return "n/a (one seed)"
+    failing = [str(r.seed) for r in members if not run_learns(r)]
+    return "yes" if not failing else f"no (seed {', '.join(failing)})"
 
 
 def group_rows(runs: Sequence[RunSummary]) -> list[GroupRow]:
@@ -66,6 +83,7 @@ def group_rows(runs: Sequence[RunSummary]) -> list[GroupRow]:
                 initial={m: Spread.of([r.initial[m] for r in members]) for m in names},
                 final={m: Spread.of([r.final[m] for r in members]) for m in names},
                 delta={m: Spread.of([r.final[m] - r.initial[m] for r in members]) for m in names},
+                learns=learns(members),
             )
         )
     return rows
@@ -135,21 +153,25 @@ def held_out_markdown(runs: Sequence[RunSummary]) -> list[str]:
 def markdown(runs: Sequence[RunSummary], rows: Sequence[GroupRow]) -> str:
     lines = ["## Mean ± std over seeds (fixed anchor; final, and final - initial)", ""]
     shown = [m for m in HEADLINE_METRICS if rows and m in rows[0].final]
-    lines.append("| group | seeds | " + " | ".join(f"{m} final | {m} delta" for m in shown) + " |")
-    lines.append("| --- | --- | " + " | ".join("---: | ---:" for _ in shown) + " |")
+    lines.append("| group | seeds | learns | " + " | ".join(f"{m} final | {m} delta" for m in shown) + " |")
+    lines.append("| --- | --- | --- | " + " | ".join("---: | ---:" for _ in shown) + " |")
     for row in rows:
         cells = [f"{row.final[m].markdown()} | {row.delta[m].markdown(signed=True)}" for m in shown]
-        lines.append(f"| {row.group.label()} | {', '.join(map(str, row.seeds))} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row.group.label()} | {', '.join(map(str, row.seeds))} | {row.learns} | " + " | ".join(cells) + " |")
     repeated = [f"seed {seed} appears {row.seeds.count(seed)} times in {row.group.label()}"
                 for row in rows for seed in sorted(set(row.seeds)) if row.seeds.count(seed) > 1]
     if repeated:
         lines += ["", "Repeated seeds (reruns of one configuration, each counted): " + "; ".join(repeated) + "."]
     lines += held_out_markdown(runs)
-    lines += ["", "## Runs (reward on the fixed anchor)", "", "| run | group | seed | initial | final | delta |",
-              "| --- | --- | --- | ---: | ---: | ---: |"]
+    lines += ["", "## Runs (reward on the fixed anchor; card and wall minutes from each run's run.json)", "",
+              "| run | group | seed | initial | final | delta | card | minutes | command |",
+              "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- |"]
     for run in sorted((r for r in runs if r.complete), key=lambda r: (r.group.label(), r.seed)):
         a, b = run.initial["reward"], run.final["reward"]
-        lines.append(f"| {run.path.name} | {run.group.label()} | {run.seed} | {a:.4f} | {b:.4f} | {b - a:+.4f} |")
+        minutes = "n/a" if run.device_minutes is None else f"{run.device_minutes:.1f}"
+        command = f"`{run.command}`" if run.command else "n/a"
+        lines.append(f"| {run.path.name} | {run.group.label()} | {run.seed} | {a:.4f} | {b:.4f} | {b - a:+.4f} "
+                     f"| {run.devices} | {minutes} | {command} |")
     incomplete = [r for r in runs if not r.complete]
     lines += ["", "## Incomplete runs (in no mean)", ""]
     if incomplete:

@@ -134,8 +134,9 @@ def test_zero_advantage_candidates_still_count_in_the_mean_and_empty_masks_do_no
     ]
     samples = [sample_of(candidates, [0.1, 0.3, 0.3, 0.5]), sample_of(candidates[:2], [0.9, 0.9])]
     expected = expected_table_gradient(actor.model.table, samples)
-    value_loss_step(actor, samples)
+    step = value_loss_step(actor, samples)
     assert torch.allclose(actor.optimizer.recorded[0], expected, atol=1e-6)
+    assert step.grad_norm == pytest.approx(float(expected.norm()), rel=1e-5)  # logged as train/grad_norm_agent_*
 
 
 def test_an_update_raises_the_likelihood_of_the_better_candidate():

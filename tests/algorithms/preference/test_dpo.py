@@ -150,11 +150,13 @@ def test_one_update_equals_an_optimizer_step_on_the_full_loss():
     with torch.no_grad():
         loss_before = float(full_loss(reference, batch))
     full_loss(reference, batch).backward()
+    norms = [float(torch.nn.utils.get_total_norm([p.grad for p in m.parameters()])) for m in reference]
     for optimizer in optimizers:
         optimizer.step()
 
     step = joint_dpo_update(streamed, batch, BETA, written_out)
     assert step.loss == pytest.approx(loss_before, rel=1e-5) and step.pairs == 4
+    assert step.grad_norms == pytest.approx(norms, rel=1e-4)  # logged as train/grad_norm_agent_*
     assert streamed.calls == 2  # one detached pass and one update pass, each through update_each
     for a, model in zip(streamed.actors, reference):
         for (name, p), q in zip(a.model.named_parameters(), model.parameters()):

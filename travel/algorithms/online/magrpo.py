@@ -89,7 +89,13 @@ class BufferSample:
     env_step: int
 
 
-def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool = True, split_prompt: bool = True) -> float:
+@dataclass(frozen=True)
+class UpdateStep:
+    loss: float  # the buffer's loss value
+    grad_norm: float  # the L2 norm of the accumulated gradient before the step (0 where nothing was scored)
+
+
+def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool = True, split_prompt: bool = True) -> UpdateStep:
     """One AdamW step of `actor` on a buffer: for each prompt, the mean over its candidates with at least one
     value token of -(length-normalised value log-prob) x advantage, averaged over the buffer's prompts.
 
@@ -97,7 +103,7 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool
     still counts them); a prompt whose K rewards are all equal costs no forward pass. A prompt's kept
     candidates share one packed forward that carries the prompt once (`packed=False`: one padded sequence
     per candidate, the same values at K times the prompt's compute). Gradients are accumulated one prompt
-    at a time. `split_prompt`: see `shared_prompt_value_logprobs`. Returns the buffer's loss value.
+    at a time. `split_prompt`: see `shared_prompt_value_logprobs`. Returns the loss value and the gradient's norm.
     """
     import torch
 
@@ -130,11 +136,13 @@ def value_loss_step(actor: Any, samples: Sequence[BufferSample], *, packed: bool
             loss = advantage_weighted_loss(logprobs, advantages, token_counts) * (len(keep) / scored) / len(samples)
             loss.backward()
             total += float(loss.detach())
+        gradients = [p.grad for p in model.parameters() if p.grad is not None]
+        grad_norm = float(torch.nn.utils.get_total_norm(gradients)) if gradients else 0.0
         optimizer.step()
     finally:
         optimizer.zero_grad(set_to_none=True)
         model.train(was_training)
-    return total
+    return UpdateStep(total, grad_norm)
 
 
 class MAGRPOTrainer:
@@ -315,15 +323,15 @@ class MAGRPOTrainer:
     def _process_buffer(self, phase: str) -> None:
         samples = [self._agent_samples(agent_id) for agent_id in range(self.num_agents)]
         started = time.perf_counter()
-        losses = self.actors.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id]))
+        steps = self.actors.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id]))
         update_seconds = time.perf_counter() - started
         for agent_id in range(self.num_agents):
             self.optimizer_updates[agent_id] += 1
-        self._log_buffer(samples[0], losses, phase, update_seconds)
+        self._log_buffer(samples[0], steps, phase, update_seconds)
         self._buffer.clear()
 
     def _log_buffer(
-        self, samples: list[BufferSample], losses: Sequence[float], phase: str, update_seconds: float
+        self, samples: list[BufferSample], steps: Sequence[UpdateStep], phase: str, update_seconds: float
     ) -> None:
         env_step = max(sample.env_step for sample in samples)
         reward_mean = statistics.fmean(sample.reward_mean for sample in samples)
@@ -339,7 +347,8 @@ class MAGRPOTrainer:
             ),
             **self._entropy_estimates(),
             "train/curriculum_stage": 0 if phase == "short" else 1,
-            **{f"train/loss_agent_{agent_id}": float(loss) for agent_id, loss in enumerate(losses)},
+            **{f"train/loss_agent_{agent_id}": step.loss for agent_id, step in enumerate(steps)},
+            **{f"train/grad_norm_agent_{agent_id}": step.grad_norm for agent_id, step in enumerate(steps)},
             **self._buffer_timing(update_seconds),
         }
         if self._turn_log_due(env_step):

@@ -164,6 +164,7 @@ class DPOStep:
     mean_joint_delta: float
     preference_accuracy: float  # fraction of pairs with sum delta > 0 before the update
     role_deltas: tuple[float, ...]  # mean delta per role
+    grad_norms: tuple[float, ...] = ()  # per role: the L2 norm of the accumulated gradient before the step
 
 
 def joint_dpo_update(
@@ -191,21 +192,25 @@ def joint_dpo_update(
     joint = [math.fsum(column) for column in zip(*deltas)]
     coefficients = pair_coefficients(joint, beta)
 
-    def step(actor: Any) -> None:
+    def step(actor: Any) -> float:
         actor.model.train()
         actor.optimizer.zero_grad(set_to_none=True)
         try:
             accumulate_role_gradients(actor.model, batch, actor.agent_id, coefficients, logprob)
+            gradients = [p.grad for p in actor.model.parameters() if p.grad is not None]
+            grad_norm = float(torch.nn.utils.get_total_norm(gradients)) if gradients else 0.0
             actor.optimizer.step()
         finally:
             actor.optimizer.zero_grad(set_to_none=True)
             actor.model.eval()
+        return grad_norm
 
-    actors.update_each(step)
+    grad_norms = actors.update_each(step)
     return DPOStep(
         loss=joint_loss_value(joint, beta),
         pairs=len(batch),
         mean_joint_delta=math.fsum(joint) / len(joint),
         preference_accuracy=sum(d > 0 for d in joint) / len(joint),
         role_deltas=tuple(math.fsum(role) / len(role) for role in deltas),
+        grad_norms=tuple(grad_norms),
     )

@@ -214,6 +214,7 @@ class MADPOTrainer:
             "train/optimizer_updates": self.updates,
             "time/update_s": self.update_seconds,
             **{f"train/dpo_delta_agent_{role}": delta for role, delta in enumerate(step.role_deltas)},
+            **{f"train/grad_norm_agent_{role}": norm for role, norm in enumerate(step.grad_norms)},
         }
         self.tracker.log(record, env_step=self.env_step)
 
