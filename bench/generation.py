@@ -247,12 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "(hardware.compile_decode, e.g. cuda_graph:shared+jump+compile), '+prefill' each prompt's prefill too "
         "(hardware.compile_prefill), '+cublas' runs the fused layers' matmuls by cuBLAS "
         "(hardware.decode_matmul=cublas); '+flex' or '+joint_softmax' picks the "
-        "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto); '+torch_rotary', "
-        "'+torch_prefill', '+flash_prompt', '+uniform_launch', '+pointer_prefix', '+sort_nucleus' and '+adjacent_counters' "
-        "switch the rotary kernel, the prefill's elementwise kernels, its cuDNN attention, the attention's "
-        "launch settings by candidate count, its prefix loads by tensor descriptors, top-p by counts and its spread "
-        "counters off, and '+fused_merge' "
-        "switches one candidate's attention merge in the partials launch on, for an A/B in one process "
+        "shared prefix's attention kernel (travel/generation/prefix_attention.py; default auto) "
         "(bench/step_backends.py)",
     )
     parser.add_argument(
@@ -327,49 +322,47 @@ def main(argv: list[str] | None = None) -> int:
     specs = [name.strip() for name in args.step_backends.split(",") if name.strip()]
     for spec in specs:
         step = StepBackend.parse(spec)
-        with step.kernels_switched():  # the switches: +torch_rotary, +fused_merge, ...
-            decoder = StructuredDecoder(
-                loaded.model,
-                tokenizer,
-                max_new_tokens=args.new_tokens,
-                temperature=0.7,
-                top_p=0.8,
-                fill_budget=not args.actions,
-                **step.decoder_settings(),
-            )
-            compile_note = ""
-            if step.compiles:  # the first call compiles; the timed call is the second, like a run's later calls
-                # as in a process of its own: a step of another layout compiled first would make this one's sizes and
-                # strides dynamic (a slower compile, and slower kernels), which is not what a decode of one kind runs
-                torch._dynamo.reset()
-                compile_seconds, _, _ = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
-                compile_note = f"; first call (compiles) {compile_seconds:.1f} s"
-            seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
-            candidates = groups[0]
-            lengths = [len(c.token_ids) for c in candidates]
-            strict = sum(
-                parse_assignments(c.text, agent, role_capacity(agent, row.days), row.days).parse_success for c in candidates
-            )
-            strict_all = strict_all and strict == len(candidates)
-            note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens{compile_note}"
-            if step.compiles:
-                failed = [compiled.purpose for compiled in COMPILED_FUNCTIONS if compiled.failed]
-                note += f"; torch.compile FAILED for {', '.join(failed)}, which ran uncompiled" if failed else ""
-            steps = args.new_tokens
-            if args.actions:
-                steps = decoder.last_decode_steps
-                note += f"; {steps} decode steps, {sum(lengths) / len(lengths):.0f} tokens per action"
-            phases = decoder.last_phases.seconds()
-            note += (f"; prefill {phases['prefill']:.3f} s, the decode steps alone "
-                     f"{1000 * phases['decode'] / decoder.last_decode_steps:.2f} ms each")
-            results.append(Measurement(f"StructuredDecoder ({step.label()})", seconds, steps, args.candidates, peak, note, phases))
+        decoder = StructuredDecoder(
+            loaded.model,
+            tokenizer,
+            max_new_tokens=args.new_tokens,
+            temperature=0.7,
+            top_p=0.8,
+            fill_budget=not args.actions,
+            **step.decoder_settings(),
+        )
+        compile_note = ""
+        if step.compiles:  # the first call compiles; the timed call is the second, like a run's later calls
+            # as in a process of its own: a step of another layout compiled first would make this one's sizes and
+            # strides dynamic (a slower compile, and slower kernels), which is not what a decode of one kind runs
+            torch._dynamo.reset()
+            compile_seconds, _, _ = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
+            compile_note = f"; first call (compiles) {compile_seconds:.1f} s"
+        seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
+        candidates = groups[0]
+        lengths = [len(c.token_ids) for c in candidates]
+        strict = sum(
+            parse_assignments(c.text, agent, role_capacity(agent, row.days), row.days).parse_success for c in candidates
+        )
+        strict_all = strict_all and strict == len(candidates)
+        note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens{compile_note}"
+        if step.compiles:
+            failed = [compiled.purpose for compiled in COMPILED_FUNCTIONS if compiled.failed]
+            note += f"; torch.compile FAILED for {', '.join(failed)}, which ran uncompiled" if failed else ""
+        steps = args.new_tokens
+        if args.actions:
+            steps = decoder.last_decode_steps
+            note += f"; {steps} decode steps, {sum(lengths) / len(lengths):.0f} tokens per action"
+        phases = decoder.last_phases.seconds()
+        note += (f"; prefill {phases['prefill']:.3f} s, the decode steps alone "
+                 f"{1000 * phases['decode'] / decoder.last_decode_steps:.2f} ms each")
+        results.append(Measurement(f"StructuredDecoder ({step.label()})", seconds, steps, args.candidates, peak, note, phases))
 
     print()
     print(format_table(results, weights_bytes))
     profiled = None
     if args.profile and specs:
-        with step.kernels_switched():  # the last item's, as its timed runs had them
-            profiled = profile_decode(decoder, request, args.candidates, args.seed, device, args.new_tokens)
+        profiled = profile_decode(decoder, request, args.candidates, args.seed, device, args.new_tokens)
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             with prompt_cache(cached), compiled_layers(actor.model, compiled):
                 step = lambda: value_loss_step(actor, samples, packed=packed, split_prompt=split)  # noqa: E731
-                seconds, peak, loss = measure(actor.device, step)
+                seconds, peak, update = measure(actor.device, step)
+                loss = update.loss
             results.append({"method": name, "packed": packed, "repeat": repeat, "seconds": seconds, "peak_bytes": peak, "loss": loss})
             print(json.dumps(results[-1]), flush=True)
     if args.profile:

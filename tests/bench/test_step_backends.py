@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.step_backends import StepBackend
-from travel.generation import StructuredDecoder, sampling, static_step, triton_prefill, triton_rotary, triton_split
+from travel.generation import StructuredDecoder
 from travel.generation.options import PREFIX_KERNELS
 
 
@@ -46,58 +46,10 @@ def test_a_bare_backend_keeps_the_decoders_defaults():
     )
 
 
-def test_a_switch_sets_its_kernels_flag_inside_the_block_alone():
-    step = StepBackend.parse("cuda_graph:shared::folded+compile+torch_rotary+fused_merge")
-    assert step.decoder_settings() == StepBackend.parse("cuda_graph:shared::folded+compile").decoder_settings()
-    assert step.label().endswith("compiled forward, q/k norms and rotary by torch, attention merged in its partials launch")
-    assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED
-    with pytest.raises(RuntimeError, match="inside"):
-        with step.kernels_switched():
-            assert not triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
-            raise RuntimeError("inside")
-    assert triton_rotary.ENABLED and not triton_split.FUSED_MERGE_ENABLED  # restored, after an error too
-    with StepBackend.parse("static+fused_merge").kernels_switched():
-        assert triton_rotary.ENABLED and triton_split.FUSED_MERGE_ENABLED
-    uniform = StepBackend.parse("static+uniform_launch")
-    assert uniform.label().endswith("attention partials launched alike for any candidates")
-    one, twenty = (1, 1, 16), (1, 20, 64)  # (prompts, candidates, query tile rows)
-    with uniform.kernels_switched():
-        assert not triton_split.LAUNCH_BY_CANDIDATES
-        assert triton_split.partials_launch(*one) == triton_split.partials_launch(*twenty) == (triton_split.BLOCK_KEYS, 4)
-    assert triton_split.LAUNCH_BY_CANDIDATES
-    assert triton_split.partials_launch(*one) == (triton_split.BLOCK_KEYS, triton_split.ONE_CANDIDATE_WARPS)
-    assert triton_split.partials_launch(*twenty) == (triton_split.SEVERAL_CANDIDATES_KEYS, 4)
-    assert triton_split.partials_launch(10, 1, 16) == (triton_split.BLOCK_KEYS, 4)  # several prompts: not measured
-
-
-# option -> (the label's end, the (module, flag) it turns off, a neighbouring (module, flag) that stays on)
-OFF_SWITCHES = {
-    "torch_prefill": ("prefill's elementwise operations by torch", (triton_prefill, "ENABLED"), (triton_rotary, "ENABLED")),
-    "flash_prompt": ("prompt attention by FlashAttention first", (static_step, "CUDNN_PROMPT_ATTENTION"),
-                     (triton_prefill, "ENABLED")),
-    "pointer_prefix": ("prefix chunks loaded by pointers", (triton_split, "PREFIX_DESCRIPTORS"),
-                       (triton_split, "LAUNCH_BY_CANDIDATES")),
-    "sort_nucleus": ("top-p by a sort", (sampling, "COUNTED_NUCLEUS"), (triton_split, "PREFIX_DESCRIPTORS")),
-    "adjacent_counters": ("nucleus counters in key order", (sampling, "SPREAD_COUNTERS"), (sampling, "COUNTED_NUCLEUS")),
-}
-
-
-@pytest.mark.parametrize("option", OFF_SWITCHES)
-def test_a_switch_turns_its_flag_off_inside_the_block_alone(option):
-    label, (module, flag), (other_module, other_flag) = OFF_SWITCHES[option]
-    step = StepBackend.parse(f"static+{option}")
-    assert step.label().endswith(label)
-    with step.kernels_switched():
-        assert not getattr(module, flag) and getattr(other_module, other_flag)
-    assert getattr(module, flag)
-
-
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +torch_rotary, "
-                            "+fused_merge, +torch_prefill, +flash_prompt, +uniform_launch, +pointer_prefix, +sort_nucleus, "
-                            "+adjacent_counters, +"
+        ("cuda_graph+fast", "unknown option +fast in 'cuda_graph+fast' (+jump, +compile, +prefill, +cublas, +"
                             + ", +".join(PREFIX_KERNELS)),
         ("static:once", "unknown prompt layout 'once' in 'static:once' (repeated, shared)"),
     ],

@@ -49,6 +49,7 @@ def run_loop(decoder, requests, k: int, draw: str, compiled: bool, jump: bool = 
     tokens, masks, lengths, logprobs, steps = decode_loop(
         decoder, plans, forward.pool[-1], k, draw == "greedy", True, generator, row_seeds, torch.device("cpu"),
         forward.jump if jump else forward.one_token, slot_values, jump=jump, compiled=compiled,
+        sort_nucleus=decoder.sort_nucleus,
     )
     return tokens, masks, lengths, logprobs, steps
 
@@ -88,7 +89,7 @@ def test_logits_of_a_16_bit_head_draw_from_the_counted_nucleus_what_the_sorted_o
     steps = run_loop(decoder, requests, 3, draw, False, half=True)[4]
     assert len(calls) == steps + 1  # every iteration's draw: after the prefill and after each step
     run_loop(decoder, requests, 3, draw, False)  # float32 logits
-    monkeypatch.setattr(sampling, "COUNTED_NUCLEUS", False)
+    decoder.sort_nucleus = True
     by_sort = run_loop(decoder, requests, 3, draw, False, half=True)
     assert len(calls) == steps + 1  # neither the float32 run nor the switched-off one counted
     for name, want, got in zip(("tokens", "value masks", "lengths"), counted[:3], by_sort[:3]):

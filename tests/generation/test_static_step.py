@@ -7,7 +7,7 @@ import torch
 
 from tests.generation.conftest import assert_strict_action, short_request
 from travel.agents.models import build_tiny_random
-from travel.generation import StructuredDecoder, static_step
+from travel.generation import StructuredDecoder
 from travel.generation.model_io import decode_attention
 from travel.generation.static_step import (
     CAUSAL_PROMPT_ATTENTION,
@@ -132,11 +132,9 @@ def test_a_prompt_into_an_empty_cache_attends_causally_whatever_mask_it_is_given
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN's attention needs a CUDA device")
-@pytest.mark.parametrize("cudnn", [True, False])
-def test_a_prompt_on_cuda_attends_by_cudnn_where_chosen_and_causally_either_way(monkeypatch, cudnn):
+def test_a_prompt_on_cuda_attends_by_cudnn_and_causally():
     """Inside the decoder's SDPA choice, which leaves cuDNN out, a maskless bf16 prompt with grouped key/value heads
-    runs cuDNN's attention where CUDNN_PROMPT_ATTENTION says so, and matches the causal softmax either way."""
-    monkeypatch.setattr(static_step, "CUDNN_PROMPT_ATTENTION", cudnn)
+    runs cuDNN's attention, and matches the causal softmax."""
     generator = torch.Generator(device="cuda").manual_seed(2)
     query_heads, kv_heads, length, dim = 32, 8, 777, 128
     shape = lambda heads: (1, heads, length, dim)  # noqa: E731
@@ -152,7 +150,7 @@ def test_a_prompt_on_cuda_attends_by_cudnn_where_chosen_and_causally_either_way(
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile, decode_attention(query.device):
         got, _ = causal_prompt_attention_function(Module(), query, key, value, None, scaling=dim**-0.5)
     ran = {event.key for event in profile.key_averages()}
-    assert ("aten::_scaled_dot_product_cudnn_attention" in ran) == cudnn
+    assert "aten::_scaled_dot_product_cudnn_attention" in ran
     # SDPA's global choice is as it was (a later update's attention is not steered)
     assert (torch._C._get_sdp_priority_order(), torch.backends.cuda.cudnn_sdp_enabled()) == (priority, cudnn_enabled)
     grouped = [t.double().repeat_interleave(Module.num_key_value_groups, dim=1) for t in (key, value)]
@@ -252,14 +250,14 @@ def test_a_bfloat16_model_on_the_gpu_draws_from_the_counted_nucleus_what_the_sor
     filter_by_counts = sampling.half_top_p_filter
     monkeypatch.setattr(sampling, "half_top_p_filter", lambda *args: calls.append(1) or filter_by_counts(*args))
 
-    def decode():
+    def decode(sort_nucleus=False):
         decoder = StructuredDecoder(model, loaded.tokenizer, max_new_tokens=170, max_value_tokens=5, top_p=0.8,
                                     step_backend="cuda_graph")
+        decoder.sort_nucleus = sort_nucleus
         return decoder.generate(_requests(loaded.tokenizer), 3, seeds=[3, 8])
 
     by_counts = decode()
     assert calls  # the steps' logits are bfloat16 values, so the loop counted them
-    monkeypatch.setattr(sampling, "COUNTED_NUCLEUS", False)
-    by_sort = decode()
+    by_sort = decode(sort_nucleus=True)
     for counted, ordered in zip(by_counts, by_sort):
         assert [c.token_ids.tolist() for c in counted] == [c.token_ids.tolist() for c in ordered]

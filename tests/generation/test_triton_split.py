@@ -53,32 +53,11 @@ def test_the_two_kernels_are_the_joint_softmax_over_prefix_and_written_suffix(pr
 
 
 @needs_interpreter
-@pytest.mark.parametrize("prompts,per_prompt", [(1, 3), (3, 2)], ids=["one-prompt", "three-prompts"])
-def test_one_candidate_per_prompt_is_merged_by_its_last_partials_program(prompts, per_prompt, monkeypatch):
-    """One candidate per prompt, one-token steps (4 query heads per key/value head): no merge launch; the output is
-    the merge kernel's, bit for bit, and the counters are left zeroed, so the next layer's call (here the same call
-    again) merges as well."""
-    inputs, written = written_inputs(prompts, 1, 4, 1)
-    arguments = packed_arguments(inputs, written, per_prompt)
-    chunks, kv_heads = arguments[3], arguments[1].shape[1]  # the packed prefix: (tokens, kv heads, head dim)
-    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", False)
-    by_merge_kernel = split_triton_attention(*arguments)
-    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", True)
-    monkeypatch.setattr(triton_split, "_MERGE", None)  # a merge launch fails
-    for _ in range(2):
-        assert torch.equal(split_triton_attention(*arguments), by_merge_kernel)
-        assert chunks.counters.shape == (prompts * kv_heads,) and not chunks.counters.any()
-    torch.testing.assert_close(by_merge_kernel.double(), concatenated(*inputs), atol=2e-6, rtol=2e-6)
-
-
-@needs_interpreter
-@pytest.mark.parametrize("repeats,per_kv,positions,enabled", [(4, 4, 1, True), (1, 4, 5, True), (1, 4, 1, False)],
-                         ids=["four-candidates", "jump", "one-candidate-by-default"])
-def test_several_candidates_or_a_jump_steps_queries_keep_the_merge_kernel(repeats, per_kv, positions, enabled, monkeypatch):
-    """Several candidates would have the last program merge their rows one after another (slower on a GPU: the
-    module's docstring), and the group of a jump step of more than 4 positions (4 heads x 5 here) takes more than one
-    merge tile; `FUSED_MERGE_ENABLED = False` (the default) runs the merge kernel for one candidate as well."""
-    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", enabled)
+@pytest.mark.parametrize("repeats,per_kv,positions", [(4, 4, 1), (1, 4, 5), (1, 4, 1)],
+                         ids=["four-candidates", "jump", "one-candidate"])
+def test_the_merge_kernel_merges_every_rows_parts_in_one_launch(repeats, per_kv, positions, monkeypatch):
+    """Several candidates, a jump step's wider group (4 heads x 5 positions) and one candidate alike: the partials
+    launch, then one launch of the merge kernel (merging in the partials launch was slower: the module's docstring)."""
     launches = []
     merge = triton_split._MERGE
 
@@ -141,7 +120,7 @@ def test_a_chunk_of_several_key_blocks_and_a_partial_last_one_is_the_joint_softm
 def test_prefix_chunks_loaded_by_tensor_descriptors_are_the_pointer_loads_bit_for_bit(repeats, monkeypatch):
     """Where TMA runs (Triton's interpreter here) the chunks' keys and values come through tensor descriptors of the
     packed prefix, one per call, in blocks of the launch's keys; a block past a chunk's end reads the next chunk's keys
-    (hidden) or zeros past the table. `PREFIX_DESCRIPTORS = False` (the benchmarks' A/B) loads them by pointers."""
+    (hidden) or zeros past the table. Without TMA (`tma=False`) the same chunks load by pointers."""
     block_keys = triton_split.partials_launch(2, repeats, 16)[0]
     inputs, written = written_inputs(2, repeats, 4, 1, width=5 * block_keys // 2 + 7)
     arguments = packed_arguments(inputs, written, 2)
@@ -158,8 +137,8 @@ def test_prefix_chunks_loaded_by_tensor_descriptors_are_the_pointer_loads_bit_fo
     described = split_triton_attention(*arguments)
     tokens, kv_heads, head_dim = arguments[1].shape
     assert made == [((tokens, kv_heads * head_dim), [block_keys, head_dim])] * 2
-    monkeypatch.setattr(triton_split, "PREFIX_DESCRIPTORS", False)
-    assert torch.equal(split_triton_attention(*arguments), described) and len(made) == 2
+    by_pointers = (*arguments[:3], dataclasses.replace(arguments[3], tma=False), *arguments[4:])
+    assert torch.equal(split_triton_attention(*by_pointers), described) and len(made) == 2
     torch.testing.assert_close(described.double(), concatenated(*inputs), atol=2e-6, rtol=1e-5)
 
 
@@ -180,23 +159,10 @@ def test_the_suffix_mask_alone_is_refused_and_so_are_odd_head_dims():
         split_triton_attention(per_row, *packed, chunks, key, value, None, scale, 1, written)
 
 
-@needs_interpreter
-def test_merge_counters_of_another_shape_are_refused(monkeypatch):
-    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", True)  # the counters are read where the partials merge
-    inputs, written = written_inputs(1, 1, 4, 1)
-    packed = packed_arguments(inputs, written, 2)
-    chunks = dataclasses.replace(packed[3], counters=torch.zeros(3, dtype=torch.int32))
-    with pytest.raises(ValueError, match=r"3 merge counters for 1 prompt\(s\) x 2 key/value heads"):
-        split_triton_attention(*packed[:3], chunks, *packed[4:])
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernels need CUDA")
-@pytest.mark.parametrize("prompts,repeats,per_kv,positions,fused", [(1, 20, 4, 1, False), (1, 1, 4, 1, False),
-                                                                     (1, 1, 4, 1, True), (2, 4, 4, 8, False),
-                                                                     (10, 4, 4, 1, False)],
-                         ids=["k20", "k1", "k1-fused-merge", "jump", "magrpo"])
-def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, per_kv, positions, fused, monkeypatch):
-    monkeypatch.setattr(triton_split, "FUSED_MERGE_ENABLED", fused)
+@pytest.mark.parametrize("prompts,repeats,per_kv,positions", [(1, 20, 4, 1), (1, 1, 4, 1), (2, 4, 4, 8), (10, 4, 4, 1)],
+                         ids=["k20", "k1", "jump", "magrpo"])
+def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, per_kv, positions):
     inputs, written = written_inputs(prompts, repeats, per_kv, positions, "cuda", torch.bfloat16, capacity=256,
                                      width=3000, dim=128)
     expected = concatenated(*inputs)

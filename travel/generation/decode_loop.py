@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 
-from travel.generation import sampling
 from travel.generation.compiled_forward import CompiledForward
 from travel.generation.loop_step import DONE, CallTables, LoopSettings, advance, initial_state, select
 from travel.generation.sampling import nucleus_bins, token_keys
@@ -80,17 +79,19 @@ def decode_loop(
     slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
     jump: bool = False,
     compiled: bool = False,
+    sort_nucleus: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
     """(tokens, value masks, generated lengths, mean value log-probs or None) of every row, on the CPU, and the
     number of decode steps (forwards after the prefill) the loop ran.
 
     `forward_step(token (rows,), iteration)` (one token per row) or, with `jump`, `forward_step(tokens (rows, W),
-    counts (rows,), generated (rows,))` returns the next (rows, vocab) logits; `decoder` gives the settings."""
+    counts (rows,), generated (rows,))` returns the next (rows, vocab) logits; `decoder` gives the settings.
+    `sort_nucleus`: top-p's nucleus by a sort whatever the logits' dtype (the reference the counted one is tested to)."""
     rows, vocab = logits.shape
     budget = decoder.max_new_tokens
     width = jump_width(plans) if jump else 1
     # a nucleus by counts where the logits are 16-bit floats (one check of the prefill's, which waits for them)
-    counted = sampling.COUNTED_NUCLEUS and not greedy and decoder.top_p < 1.0
+    counted = not sort_nucleus and not greedy and decoder.top_p < 1.0
     bins = nucleus_bins(logits) if counted else None
     tables = call_tables(decoder, plans, vocab, k, device, slot_values, width, bins)
     # a catalog value is as long as its trie path: no token cap

@@ -155,6 +155,8 @@ class StructuredDecoder:
         self.compile_prefill = bool(compile_prefill)
         self.prefix_attention = prefix_attention
         self.decode_matmul = decode_matmul
+        # the nucleus by a sort of the scores whatever the logits' dtype: the reference the tests hold the counted one to
+        self.sort_nucleus = False
         self.last_decode_steps = 0  # decode steps (forwards after the prefill) of the last generate call
         self.last_phases: PhaseClock | None = None  # the seconds of its phases: weights, prefill, decode
         self._weights = None
@@ -375,7 +377,7 @@ class StructuredDecoder:
         with forward_step.attention():
             *outputs, self.last_decode_steps = decode_loop(
                 self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,
-                jump=jump, compiled=compiled,
+                jump=jump, compiled=compiled, sort_nucleus=self.sort_nucleus,
             )
         clock.mark("decode")  # the steps, with the step's set-up and the first step's CUDA-graph capture
         return tuple(outputs)  # type: ignore[return-value]

@@ -30,10 +30,6 @@ class PrefixChunks:
     prompts: int
     per_prompt: int
     longest: int  # the most tokens in a chunk
-    # (prompts x kv heads,) int32 zeros: split_triton's one-launch merge (one candidate per prompt) counts each
-    # prompt's finished programs in them and leaves them zeroed, so every layer's call reuses them (one after another,
-    # as a step's layers run on one stream; two calls at once must not share them)
-    counters: torch.Tensor
     # whether split_triton loads the packed prefix through tensor descriptors (`triton_varlen.tma_runs` on its device)
     tma: bool = False
 
@@ -60,8 +56,7 @@ def prefix_chunks(
         raise ValueError(f"prefix_chunks: per_prompt={per_prompt} must be between 1 and the shortest prompt ({min(lengths)})")
     sizes = [length // per_prompt + (c < length % per_prompt) for length in lengths for c in range(per_prompt)]
     offsets = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.int32, device=attention.device)
-    counters = torch.zeros(prompts * kv_heads, dtype=torch.int32, device=attention.device)
-    return PrefixChunks(offsets, prompts, per_prompt, max(sizes), counters, tma_runs(attention.device))
+    return PrefixChunks(offsets, prompts, per_prompt, max(sizes), tma_runs(attention.device))
 
 
 def prompt_tokens(attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

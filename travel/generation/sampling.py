@@ -16,8 +16,8 @@ top_p (tests/generation/test_sampling.py).
 The nucleus is found from a threshold score: by sorting the scores (`top_p_filter`), or, where every logit is a
 16-bit float (a bfloat16 or float16 model's output head, `nucleus_bins`), from a count of the tokens at each of
 the 65,536 values that float can hold (`half_top_p_filter`): the same rule without a sort of the vocabulary,
-and faster (docs/performance.md, `+sort_nucleus`). The count's scatter-add adds into counters spread over cache
-lines (`spread_counters`; `+adjacent_counters` there).
+and faster (docs/performance.md). The count's scatter-add adds into counters spread over cache lines
+(`spread_counters`), which was faster than counters in key order.
 
 Randomness comes either from a torch.Generator (multinomial draws over the whole batch) or from
 per-row seeds: a counter-based hash of (row seed, token index, token id) gives Gumbel noise, so a row's
@@ -103,8 +103,6 @@ def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 HALF_VALUES = 1 << 16  # the bit patterns of a 16-bit float
-COUNTED_NUCLEUS = True  # False: the decode loop sorts for the nucleus whatever the logits (bench's +sort_nucleus)
-SPREAD_COUNTERS = True  # False: the counters in key order (bench's +adjacent_counters)
 COUNTER_GROUP_BITS = 5  # spread_counters: 32 groups of 2,048 counters, neighbouring keys in neighbouring groups
 
 
@@ -152,10 +150,7 @@ def half_top_p_filter(scores: torch.Tensor, logits: torch.Tensor, legal: torch.T
         return scores
     keys = half_keys(logits, bins.dtype)
     counts = torch.zeros((logits.shape[0], HALF_VALUES), dtype=torch.int32, device=logits.device)
-    if SPREAD_COUNTERS:
-        counts = key_order_counts(counts.scatter_add(1, spread_counters(keys), legal.to(torch.int32)))
-    else:
-        counts = counts.scatter_add(1, keys, legal.to(torch.int32))
+    counts = key_order_counts(counts.scatter_add(1, spread_counters(keys), legal.to(torch.int32)))
     present = counts > 0
     bin_scores = bins.float() / temperature  # each token's score, as `scores` computes it
     top = torch.where(present, bin_scores, float("-inf")).amax(dim=-1, keepdim=True)

@@ -41,9 +41,6 @@ GROUPED_DECODE_ATTENTION = "travel_grouped_decode"
 CAUSAL_PROMPT_ATTENTION = "travel_causal_prompt"
 STATIC_ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MASK_ALIGNMENT = 16  # memory-efficient attention wants the mask's last dim aligned; otherwise it pads a copy
-# a maskless causal prompt by cuDNN's attention where it takes the inputs (False: FlashAttention first, as the decode
-# steps; bench/generation.py's +flash_prompt)
-CUDNN_PROMPT_ATTENTION = True
 
 
 def masked_decode_step(query: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float) -> bool:
@@ -110,7 +107,7 @@ def causal_prompt_attention_function(
     (torch.compile) cannot, so the trace keeps the mask and SDPA with a mask runs the memory-efficient kernel, several
     times slower than FlashAttention over a long prompt. Queries over keys of another length (a cache that held
     tokens already) and sliding-window layers keep the mask. Without it, cuDNN's kernel goes first
-    (`prompt_sdpa_backends`, the faster prefill: docs/performance.md, `+flash_prompt`)."""
+    (`prompt_sdpa_backends`, the faster prefill: docs/performance.md)."""
     plain_causal = query.shape[2] == key.shape[2] and getattr(module, "sliding_window", None) is None
     mask = None if plain_causal else attention_mask
     with prompt_sdpa_backends(query, plain_causal):
@@ -118,10 +115,10 @@ def causal_prompt_attention_function(
 
 
 def prompt_sdpa_backends(query: torch.Tensor, plain_causal: bool) -> contextlib.AbstractContextManager[Any]:
-    """SDPA's backends for a `plain_causal` (maskless) prompt on CUDA, cuDNN's first where `CUDNN_PROMPT_ATTENTION`,
-    else a no-op (the decoder's own choice, which leaves cuDNN out for its decode steps). Kept out of a traced
+    """SDPA's backends for a `plain_causal` (maskless) prompt on CUDA, cuDNN's attention first (faster for the
+    prompt than FlashAttention first: docs/performance.md), else a no-op (the decoder's own choice, which leaves cuDNN out for its decode steps). Kept out of a traced
     forward, where the compiled prefill picks its kernel itself."""
-    if not plain_causal or not CUDNN_PROMPT_ATTENTION or query.device.type != "cuda" or torch.compiler.is_compiling():
+    if not plain_causal or query.device.type != "cuda" or torch.compiler.is_compiling():
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

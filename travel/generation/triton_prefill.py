@@ -22,7 +22,7 @@ same there), in layers built with `hardware.decode_matmul=split_k` (`cublas` kee
 as in its decode steps). The folded copy's layers run all four; the fused copy's the activation and rotary kernels,
 its norms and residual adds being the model's own layer's. Each returns a fresh tensor in its input's dtype and
 shape (`silu_gated`: half the last dim); the prefill they make is as fast as the compiled one without its compiles
-(docs/performance.md, `+torch_prefill`). Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernels on CPU
+(docs/performance.md). Under `TRITON_INTERPRET=1` Triton's interpreter runs the kernels on CPU
 tensors, which is how the CPU tests check them.
 """
 
@@ -32,7 +32,6 @@ import torch
 
 from travel.generation.triton_varlen import triton
 
-ENABLED = True  # False: the model's operations instead (bench/generation.py's +torch_prefill; docs/performance.md)
 GATED_BLOCK = 1024  # activation columns per program of `silu_gated`
 
 if triton is not None:
@@ -67,7 +66,7 @@ def prefill_kernels_run(x: torch.Tensor) -> bool:
     """Whether the fused and folded copies' uncompiled forwards compute `x`'s norms, activation, rotary embedding and
     residual adds by this module's kernels: half precision on a GPU, outside torch.compile."""
     half = x.dtype in (torch.float16, torch.bfloat16)
-    return ENABLED and triton is not None and x.is_cuda and half and not torch.compiler.is_compiling()
+    return triton is not None and x.is_cuda and half and not torch.compiler.is_compiling()
 
 
 def _rows(x: torch.Tensor, name: str) -> torch.Tensor:

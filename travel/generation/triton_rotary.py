@@ -9,8 +9,7 @@ launch: program (token, key/value head) reads that head's group of query heads, 
 token's q/k/v product, normalises the queries and the key (where the model has q/k norms), rotates them, and writes
 the queries to the query tensor and the key and value to the cache column the step writes for that token. It returns
 the (rows, heads, positions, head dim) queries; the keys and values go to the cache in place. A program per token and
-key/value head, not per token, is what makes it faster than the three kernels it replaces (docs/performance.md,
-`+torch_rotary`).
+key/value head, not per token, is what makes it faster than the three kernels it replaces (docs/performance.md).
 
 The arithmetic is the model's: the norm in float32 and rounded to the product's dtype before its weight (as
 transformers' RMSNorm does), the rotation `x * cos + rotate_half(x) * sin` in float32 with one rounding, as the
@@ -27,7 +26,6 @@ import torch
 
 from travel.generation.triton_varlen import triton
 
-ENABLED = True  # False: the model's operations instead (bench/generation.py's +torch_rotary, the A/B of docs/performance.md)
 
 if triton is not None:
     import triton.language as tl
@@ -85,7 +83,7 @@ if triton is not None:
 def rotary_cache_runs(qkv: torch.Tensor) -> bool:
     """Whether the kernel runs for the q/k/v product `qkv`: half precision on a GPU. Tensor attributes alone, which
     torch.compile reads as constants of the step."""
-    return ENABLED and triton is not None and qkv.is_cuda and qkv.dtype in (torch.float16, torch.bfloat16)
+    return triton is not None and qkv.is_cuda and qkv.dtype in (torch.float16, torch.bfloat16)
 
 
 def rotary_cache_write(

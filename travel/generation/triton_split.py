@@ -1,5 +1,5 @@
 """The shared-prefix decode attention in two Triton kernels: partial results by chunk and by suffix, then one merge
-(for one candidate per prompt, optionally in the first kernel's launch). `prefix_attention='split_triton'`, which
+`prefix_attention='split_triton'`, which
 `auto` picks wherever FlashAttention runs and triton imports.
 
 `split_triton_attention` takes `chunked_flash_attention`'s contract (travel/generation/prefix_attention.py): queries
@@ -9,7 +9,7 @@ precision with the head dim contiguous and a power of two of at least 16; the pr
 key/value heads, capacity, head dim), read up to the row's written length (`WrittenSuffix`). It returns the attention
 output in `per_row`'s shape and dtype: per row, one softmax over the prompt's prefix and the row's written suffix.
 Unlike the chunked kernels, it reads the queries in place and merges in one kernel, not in a dozen torch kernels per
-layer. A layer takes two launches (one, see 2.):
+layer. A layer takes two launches:
 
 1. `_partials_kernel`, one program per query tile of a unit and key/value head (`partials_grid`: the chunks' tiles,
    then the suffixes'; only programs that have work). A unit is a prefix chunk or a row's suffix.
@@ -22,17 +22,14 @@ layer. A layer takes two launches (one, see 2.):
    and warps depend on the candidate count (`partials_launch`).
 2. `_merge_kernel`, program (query block of `merge_launch`'s rows, row, key/value head): the row's suffix part and its
    prompt's chunk parts under one normaliser, found from their log-sum-exps first; it writes the attention output.
-   With `FUSED_MERGE_ENABLED` (off by default), where each prompt has one candidate whose queries per key/value head
-   fill at most one merge tile of 16, the partials kernel merges instead: every program counts itself done in its
-   prompt and key/value head's counter (`PrefixChunks.counters`), and the last one, which sees the others' parts,
-   merges the row and zeroes the counter, as the split-K matmul sums its slices (travel/generation/skinny_matmul.py).
+   (Merging one candidate's row in the partials launch instead, by its last program, was slower: docs/performance.md.)
 
 The chunks split the prefix's read across the multiprocessors (split-K, as flash-decoding does) for one prompt and
 for many alike (`prefix_packing.prefix_chunks`: one wave of them for one prompt, at most `MAX_MERGED_CHUNKS`, which
 the merge's unrolled loop holds without spilling registers).
 Where the GPU has the tensor memory accelerator (compute capability 9.0 on; `PrefixChunks.tma`), the chunk programs
 load their keys and values through two tensor descriptors of the packed prefix (`triton_varlen.attend_described_keys`),
-so they compute no per-element addresses and hold fewer registers; `PREFIX_DESCRIPTORS = False` loads by pointers.
+so they compute no per-element addresses and hold fewer registers; elsewhere they load by pointers.
 On CUDA in half precision the compiled kernels run (`triton_varlen.triton_runs`); under `TRITON_INTERPRET=1`
 Triton's interpreter runs them on CPU tensors, which is how the CPU tests check them against the joint softmax.
 Timings of each choice: docs/performance.md.
@@ -52,7 +49,6 @@ if TYPE_CHECKING:
 STAGES = 3  # software-pipelined key blocks in flight per program
 SEVERAL_CANDIDATES_KEYS = 32  # keys per block where a prompt has several candidates (see partials_launch)
 ONE_CANDIDATE_WARPS = 2  # warps of a program of 16 query rows of one prompt's one candidate (see partials_launch)
-LAUNCH_BY_CANDIDATES = True  # False: 64 keys and 4 warps for all (bench/generation.py's +uniform_launch)
 # the merge's query rows per program: a jump step's wider group (4 heads x its positions) in tiles of 32 rows or
 # more spilled registers (ptxas for sm_90), 16 rows none at any group
 MERGE_ROWS = 16
@@ -61,8 +57,6 @@ MERGE_ROWS = 16
 SMALL_MERGE_ROWS = 4
 MERGE_WARPS = 4
 LARGEST_CHUNK_TILE = 64  # a chunk program's largest query tile (see chunk_tiles)
-FUSED_MERGE_ENABLED = False  # True: one candidate merged in the partials launch (bench/generation.py's +fused_merge)
-PREFIX_DESCRIPTORS = True  # False: the prefix chunks read by pointers where TMA runs too (bench/generation.py's +pointer_prefix)
 
 if triton is not None:
     import triton.language as tl
@@ -113,11 +107,10 @@ if triton is not None:
         stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
         stride_skr, stride_skt, stride_skh, stride_svr, stride_svt, stride_svh,
         stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th,
-        OUT, COUNTS, stride_or, stride_oh, stride_og,
         scale_log2, chunk_count, repeats, full_blocks, kv_heads,
         GROUP: tl.constexpr, POSITIONS: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, SUFFIX_M: tl.constexpr,
-        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PER_PROMPT: tl.constexpr, BLOCK_C: tl.constexpr,
-        SUFFIX_TILES: tl.constexpr, MERGE_M: tl.constexpr, FUSED_MERGE: tl.constexpr, DESCRIBED: tl.constexpr,
+        BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PER_PROMPT: tl.constexpr,
+        SUFFIX_TILES: tl.constexpr, DESCRIBED: tl.constexpr,
     ):
         """One program per chunk tile (tile, chunk, key/value head), then one per suffix tile (tile, key/value head,
         row): a flat grid of the programs that have work (see `partials_grid`)."""
@@ -139,7 +132,6 @@ if triton is not None:
                             stride_qr, stride_qh, stride_qg, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, scale_log2, PER_PROMPT, repeats,
                             GROUP, TAIL_M, BLOCK_N, HEAD_DIM, DESCRIBED)
-            row = unit // PER_PROMPT  # (read by the fused merge alone, whose prompts have one row each)
         else:  # a tile of a row's suffix, in tiles of its own size (at most BLOCK_M): group entry m is query head
             # m // POSITIONS at new position m % POSITIONS, which sees the row's written columns up to its own
             # (causal, aligned to the written end)
@@ -152,15 +144,6 @@ if triton is not None:
                          stride_qr, stride_qh, stride_qg, stride_skr, stride_skt, stride_skh, stride_svr, stride_svt,
                          stride_svh, stride_sr, stride_sh, stride_sg, stride_tr, stride_th, scale_log2,
                          POSITIONS, SUFFIX_M, BLOCK_N, HEAD_DIM)
-        if FUSED_MERGE:  # one candidate per prompt: the last of its programs for this key/value head merges its row
-            counter = COUNTS + row * kv_heads + kv_head
-            tl.debug_barrier()  # every thread's part is stored before the counter says so
-            finished = tl.atomic_add(counter, 1, sem="acq_rel")  # the row's programs done before this one
-            if finished == tiles * PER_PROMPT + SUFFIX_TILES - 1:  # every tile of its chunks and of its suffix
-                _merge_rows(PART, PART_LSE, SPART, SPART_LSE, OUT, row.to(tl.int64), kv_head, tl.arange(0, MERGE_M), 1,
-                            stride_pc, stride_ph, stride_pj, stride_lc, stride_lh, stride_sr, stride_sh, stride_sg,
-                            stride_tr, stride_th, stride_or, stride_oh, stride_og, GROUP, PER_PROMPT, BLOCK_C, HEAD_DIM)
-                tl.store(counter, 0)  # ready for the next layer's call
 
     def _merge_rows(
         PART, PART_LSE, SPART, SPART_LSE, OUT, row, kv_head, g, repeats,
@@ -170,7 +153,7 @@ if triton is not None:
     ):
         """Row `row`'s queries `g` of key/value head `kv_head`: its suffix part and its prompt's chunk parts under one
         normaliser, found from their log-sum-exps first; writes the attention output. The parts are read past L1
-        (`.cg`): in the fused merge another program of the same launch wrote them."""
+        (`.cg`): the partials launch just wrote them."""
         valid = g < GROUP
         d = tl.arange(0, HEAD_DIM)
         prompt = row // repeats
@@ -243,11 +226,9 @@ def partials_launch(prompts: int, repeats: int, block: int) -> tuple[int, int]:
     """The partials kernel's (keys per block, warps) for `prompts` x `repeats` candidates and chunk tiles of `block`
     rows: `BLOCK_KEYS` keys and 4 warps (8 for a tile past 64 rows), but 2 warps for one prompt's one candidate in
     16-row tiles (a step of up to 4 positions) and `SEVERAL_CANDIDATES_KEYS` keys for several candidates: the fastest
-    settings measured for each (docs/performance.md, `+uniform_launch`); several prompts of one candidate, not
+    settings measured for each (docs/performance.md); several prompts of one candidate, not
     measured, keep 4 warps."""
     uniform = BLOCK_KEYS, 4 if block <= 64 else 8
-    if not LAUNCH_BY_CANDIDATES:
-        return uniform
     if repeats == 1:
         return (BLOCK_KEYS, ONE_CANDIDATE_WARPS) if prompts == 1 and block <= 16 else uniform
     return SEVERAL_CANDIDATES_KEYS, uniform[1]
@@ -294,32 +275,25 @@ def split_triton_attention(
     suffix_block = min(query_block(group), block)
     suffix_tiles = -(-group // suffix_block)
     merge_block, merge_warps = merge_launch(group)
-    fused_merge = FUSED_MERGE_ENABLED and repeats == 1 and group <= MERGE_ROWS  # one candidate, one merge tile
-    if fused_merge and chunks.counters.numel() != rows * kv_heads:
-        raise ValueError(f"prefix_attention='split_triton': {chunks.counters.numel()} merge counters for {rows} prompt(s) "
-                         f"x {kv_heads} key/value heads")
-    described = PREFIX_DESCRIPTORS and chunks.tma and all(table.stride(1) == head_dim for table in (prefix_keys, prefix_values))
+    described = chunks.tma and all(table.stride(1) == head_dim for table in (prefix_keys, prefix_values))
     if described:  # (tokens, kv heads x head dim) tables in blocks of a key block's rows x one head's entries
         key_table, value_table = (TensorDescriptor.from_tensor(table.flatten(1), [block_keys, head_dim])
                                   for table in (prefix_keys, prefix_values))
     else:
         key_table, value_table = prefix_keys, prefix_values  # (unread)
-    merge_constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "BLOCK_C": triton.next_power_of_2(chunks.per_prompt),
-                       "HEAD_DIM": head_dim}
+    constants = {"GROUP": group, "PER_PROMPT": chunks.per_prompt, "HEAD_DIM": head_dim}
     _PARTIALS[(partials_grid(chunk_count, rows, kv_heads, full_blocks + (tail > 0), suffix_tiles),)](
         per_row, prefix_keys, prefix_values, key_table, value_table, key, value, part, part_lse, suffix, suffix_lse, chunks.offsets, written.lengths,
         *per_row.stride()[:3], *prefix_keys.stride()[:2], *prefix_values.stride()[:2],
         key.stride(0), key.stride(2), key.stride(1), value.stride(0), value.stride(2), value.stride(1),
         *partial_strides,
-        output, chunks.counters if fused_merge else chunks.offsets, *output.stride()[:3],  # (counters unread unfused)
         scale / LN2, chunk_count, repeats, full_blocks, kv_heads,
         POSITIONS=written.positions, BLOCK_M=block, TAIL_M=tail, SUFFIX_M=suffix_block, SUFFIX_TILES=suffix_tiles,
-        BLOCK_N=block_keys, MERGE_M=merge_block, FUSED_MERGE=fused_merge, DESCRIBED=described, **merge_constants,
+        BLOCK_N=block_keys, DESCRIBED=described, **constants,
         num_warps=warps, num_stages=STAGES,
     )
-    if not fused_merge:
-        _MERGE[(-(-group // merge_block), rows, kv_heads)](
-            part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
-            BLOCK_M=merge_block, **merge_constants, num_warps=merge_warps,
-        )
+    _MERGE[(-(-group // merge_block), rows, kv_heads)](
+        part, part_lse, suffix, suffix_lse, output, *partial_strides, *output.stride()[:3], repeats,
+        BLOCK_M=merge_block, BLOCK_C=triton.next_power_of_2(chunks.per_prompt), **constants, num_warps=merge_warps,
+    )
     return output
