@@ -8,7 +8,7 @@ by default). All layers' matmuls of one projection run as one captured CUDA grap
 layer's four and the output head, in order), timed over `--repeat` replays. The floor is the bytes read at
 `--bandwidth` GB/s. `--autotune` times TorchInductor's max-autotune choice of kernel (cuBLAS or its Triton
 templates) as well, and `--split-k` the split-K kernel of `hardware.decode_matmul=split_k`
-(travel/generation/skinny_matmul.py).
+(travel/generation/kernels/skinny_matmul.py).
 
     python bench/matmul_floor.py --rows 1,20 --split-k
     python bench/matmul_floor.py --rows 20 --autotune
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.measure import time_step
-from travel.generation.skinny_matmul import SplitPlan, skinny_linear, split_k_counts
+from travel.generation.kernels.skinny_matmul import SplitPlan, skinny_linear, split_k_counts
 
 
 def projections(args: argparse.Namespace) -> dict[str, tuple[int, int]]:

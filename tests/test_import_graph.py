@@ -113,7 +113,7 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_a_function_local_import_of_the_package_says_why_it_is_deferred():
     """Imports sit at the top of a module; one inside a function only defers a heavy module (transformers, the
-    decoder), and the comment above it says so."""
+    decoder, its optional kernels), and the comment above it (or above the run of imports it ends) says so."""
     unexplained, modules = [], module_names()
     for name, path in modules.items():
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -124,6 +124,20 @@ def test_a_function_local_import_of_the_package_says_why_it_is_deferred():
                 continue
             for node in ast.walk(function):
                 if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped:
-                    if imported(node, modules) and not lines[node.lineno - 2].strip().startswith("# deferred"):
+                    above = node.lineno - 2
+                    while above > 0 and lines[above].strip().startswith(("from ", "import ")):
+                        above -= 1  # one comment explains a run of imports
+                    if imported(node, modules) and not lines[above].strip().startswith("# deferred"):
                         unexplained.append(f"{name}:{node.lineno}")
     assert unexplained == []
+
+
+def test_importing_the_decoder_loads_none_of_its_optional_kernels():
+    """travel/generation/kernels/ loads where an option selects a module of it, never with the decoder."""
+    import subprocess
+    import sys
+
+    code = "import sys, travel.generation.decoder; print([m for m in sys.modules if m.startswith('travel.generation.kernels')])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

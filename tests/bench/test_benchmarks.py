@@ -217,7 +217,7 @@ def test_the_profile_groups_kernels_by_what_their_names_say():
         "_partials_kernel": "attention",
         "nvjet_sm90_tst_192x8_64x8_4x1_v_bz_TNT": "weight matmuls",
         "void cublasLt::splitKreduce_kernel<32, 16, int, float>": "weight matmuls",
-        "_split_k_kernel": "weight matmuls",  # the decode layers' Triton matmul (travel/generation/skinny_matmul.py)
+        "_split_k_kernel": "weight matmuls",  # the decode layers' Triton matmul (travel/generation/kernels/skinny_matmul.py)
         "void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortOnesweepKernel": "vocabulary sort",
         "triton_poi_fused__unsafe_view_mul_silu_split_with_sizes_0": "other (fused elementwise, reductions)",
     }

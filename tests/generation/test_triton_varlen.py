@@ -122,7 +122,8 @@ def called_device_functions(kernel):
 def test_device_functions_are_defined_under_the_names_their_kernels_call():
     """torch.compile re-emits a user kernel as source together with the `def`s of the device functions it calls, so
     a device function bound to another name than its own (`f = triton.jit(_f)`) is undefined in the compiled step."""
-    from travel.generation import skinny_matmul, triton_rotary, triton_split, triton_varlen
+    from travel.generation import triton_split, triton_varlen
+    from travel.generation.kernels import skinny_matmul, triton_rotary
 
     kernels = [triton_varlen._KERNEL, triton_split._PARTIALS, triton_split._MERGE, skinny_matmul._split_k_kernel,
                triton_rotary._rotary_cache_kernel]

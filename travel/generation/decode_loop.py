@@ -12,7 +12,7 @@ also holds the per-row state):
 One token per row and iteration (`jump=False`), or with `jump=True` a row emits a whole forced run in one
 iteration: a forced row the rest of its sequence, a value row that samples its closing quote that token and
 the slot's suffix after it. The forward of a jump iteration then takes up to `jump_width` tokens per row
-(travel/generation/jump_step.py). Every decision is taken at the same point of a row's output either way,
+(travel/generation/kernels/jump_step.py). Every decision is taken at the same point of a row's output either way,
 and seeded draws are keyed by the row's generated-token count, so both modes give the same tokens.
 
 With `compiled` both functions run through torch.compile (`hardware.compile_decode`), which fuses their ~130 small

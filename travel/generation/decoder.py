@@ -4,7 +4,7 @@ The decoder runs its own loop over the model's KV cache. Each prompt is prefille
 are merged left-padded and expanded to K rows per prompt with room for the whole token budget
 (travel/generation/kv_cache.py), and then every step runs one forward for all rows: a fixed-shape step
 (travel/generation/static_step.py), replayed from a CUDA graph on CUDA, or with `jump_forced` a multi-token
-step that feeds whole forced runs (travel/generation/jump_step.py). The loop and its per-row state machine
+step that feeds whole forced runs (travel/generation/kernels/jump_step.py). The loop and its per-row state machine
 (value, forced and done modes; forced closes at the token cap or the budget, so `max_new_tokens` is never
 exceeded and every row ends with `}]}`) are travel/generation/decode_loop.py.
 
@@ -25,8 +25,6 @@ import torch
 from travel.agents.models import resolve_dtype
 from travel.generation.compiled_forward import prompt_forward
 from travel.generation.decode_loop import decode_loop, jump_width
-from travel.generation.decode_weights import DecodeWeights
-from travel.generation.fused_projections import layers_to_fuse
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     EagerDecodeStep,
@@ -37,7 +35,6 @@ from travel.generation.model_io import (
     model_device,
     new_cache,
 )
-from travel.generation.jump_step import JumpDecodeStep, SharedPrefixJumpStep
 from travel.generation.phase_clock import PhaseClock
 from travel.generation.requests import Candidate, DecodeRequest, as_request, decoded_candidates
 from travel.generation.options import (
@@ -103,18 +100,18 @@ class StructuredDecoder:
         slot admits (the request's `slot_values`, travel/generation/value_trie.py), with no token cap.
         `compute_dtype`: forwards under autocast to this dtype (model_io.compute_autocast); None: the weights' dtype.
         `decode_weights`: `master` decodes over the model's own weights (under that autocast), `copy` over a copy
-        in `compute_dtype` refreshed from them at every call (travel/generation/decode_weights.py), `fused` over
+        in `compute_dtype` refreshed from them at every call (travel/generation/kernels/decode_weights.py), `fused` over
         such a copy (in the weights' dtype without `compute_dtype`) whose layers read their q/k/v and their gate/up
-        projections as one matrix each (travel/generation/fused_projections.py), `folded` over the fused copy with
+        projections as one matrix each (travel/generation/kernels/fused_projections.py), `folded` over the fused copy with
         each layer's norms and residual adds folded into its matmuls (Llama-family layers of transformers 4.54 or
         later).
         `decode_matmul`: with `decode_weights=fused` or `folded`, the kernel of those layers' matmuls of at most 32 rows (a
         decode step's, on a GPU in half precision): `split_k`, a Triton kernel that reads the small matrices nearer
-        the bandwidth than cuBLAS (travel/generation/skinny_matmul.py), with the step's q/k norms, rotary embedding
-        and cache writes in one Triton kernel (travel/generation/triton_rotary.py), or `cublas` (F.linear, and the
+        the bandwidth than cuBLAS (travel/generation/kernels/skinny_matmul.py), with the step's q/k norms, rotary embedding
+        and cache writes in one Triton kernel (travel/generation/kernels/triton_rotary.py), or `cublas` (F.linear, and the
         model's own operations for the rest).
         `jump_forced`: a row feeds a whole forced run (and a closing quote with its suffix) in one forward
-        (travel/generation/jump_step.py); static steps only (an explicit `eager` ignores it).
+        (travel/generation/kernels/jump_step.py); static steps only (an explicit `eager` ignores it).
         `compile_decode`: static steps run the model's forward through torch.compile, which fuses its small
         kernels (travel/generation/compiled_forward.py), and so do the loop's token choice and state update
         (travel/generation/decode_loop.py); the eager loop ignores it.
@@ -161,10 +158,14 @@ class StructuredDecoder:
         self.last_phases: PhaseClock | None = None  # the seconds of its phases: weights, prefill, decode
         self._weights = None
         if decode_weights != "master":
+            # deferred: the weight copies and their kernels (travel/generation/kernels/) load only where chosen
+            from travel.generation.kernels.decode_weights import DecodeWeights
+            from travel.generation.kernels.fused_projections import layers_to_fuse
+
             dtype = resolve_dtype(compute_dtype) if compute_dtype is not None else None
             self._weights = DecodeWeights(dtype, decode_weights, matmul=decode_matmul)
-        if decode_weights in ("fused", "folded"):  # a model whose layers cannot be fused or folded fails here,
-            layers_to_fuse(model, fold=decode_weights == "folded")  # not at its first decode
+            if decode_weights in ("fused", "folded"):  # a model whose layers cannot be fused or folded fails here,
+                layers_to_fuse(model, fold=decode_weights == "folded")  # not at its first decode
         self._tries = TrieCache(tokenizer)
         self._plans: dict[tuple[int, int], SlotPlan] = {}
         self._cache_name = cache_argument(model)
@@ -358,6 +359,9 @@ class StructuredDecoder:
         kernel = prefix_kernel(
             self.prefix_attention, device, getattr(model, "dtype", None), rows=len(prompt_ids) * k, prompts=len(prompt_ids)
         )
+        if jump:
+            # deferred: the jump step (travel/generation/kernels/) loads only where generation.jump_forced asks for it
+            from travel.generation.kernels.jump_step import JumpDecodeStep, SharedPrefixJumpStep
         if static is None:
             forward_step: Any = EagerDecodeStep(model, cache, self._cache_name, attention, prompt_lengths, self.max_new_tokens)
         elif shared and jump:

@@ -6,8 +6,8 @@ from __future__ import annotations
 STEP_BACKENDS = ("auto", "eager", "static", "cuda_graph")  # generation.step_backend
 PROMPT_CACHE_SHARING = ("auto", "always", "never")  # generation.share_prompt_cache
 VALUE_MODES = ("free", "catalog")  # generation.values: free text, or the values of the slot's catalog
-DECODE_WEIGHTS = ("master", "copy", "fused", "folded")  # hardware.decode_weights (travel/generation/decode_weights.py)
-DECODE_MATMULS = ("split_k", "cublas")  # hardware.decode_matmul (travel/generation/skinny_matmul.py)
+DECODE_WEIGHTS = ("master", "copy", "fused", "folded")  # hardware.decode_weights (travel/generation/kernels/decode_weights.py)
+DECODE_MATMULS = ("split_k", "cublas")  # hardware.decode_matmul (travel/generation/kernels/skinny_matmul.py)
 # generation.prefix_attention (travel/generation/prefix_attention.py)
 PREFIX_KERNELS = ("auto", "joint_softmax", "flex", "chunked_flash", "split_flash", "chunked_triton", "split_triton")
 

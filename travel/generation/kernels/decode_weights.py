@@ -14,8 +14,8 @@ rounding, not bit for bit.
 
 `hardware.decode_weights=fused` builds the same copy (in `hardware.compute_dtype`, or in the weights' own dtype
 without one) with each decoder layer's q/k/v and gate/up projections stored as one matrix, which a decode step
-reads in one matmul (travel/generation/fused_projections.py); their matmuls of a few rows run the split-K kernel of
-travel/generation/skinny_matmul.py on a GPU unless `hardware.decode_matmul=cublas`.
+reads in one matmul (travel/generation/kernels/fused_projections.py); their matmuls of a few rows run the split-K kernel of
+travel/generation/kernels/skinny_matmul.py on a GPU unless `hardware.decode_matmul=cublas`.
 
 A parameter that is in the copy's dtype already (every one of a bf16 model's but the fused projections) is not
 copied: the copy holds the master's parameter itself. So a fused copy of a bf16 model takes the memory of its
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from travel.generation.fused_projections import FusedStorage, install
+from travel.generation.kernels.fused_projections import FusedStorage, install
 from travel.generation.options import DECODE_WEIGHTS
 
 
@@ -37,7 +37,7 @@ class DecodeWeights:
     """`refreshed(model)` returns the compute-dtype copy of `model`, its parameters equal to the model's now.
 
     `dtype` None keeps each parameter's own dtype. `layout` is hardware.decode_weights without `master`: `copy`,
-    `fused` (each layer's q/k/v and gate/up projections read as one matrix, travel/generation/fused_projections.py,
+    `fused` (each layer's q/k/v and gate/up projections read as one matrix, travel/generation/kernels/fused_projections.py,
     whose layers' matmuls run `matmul`, hardware.decode_matmul) or `folded` (those layers with their norms and
     residual adds folded into the matmuls, `FoldedLayer`)."""
 

@@ -6,15 +6,15 @@ Reading the three (and the two) as one matrix is one matmul of the same bytes, w
 products side by side.
 
 `FusedStorage.of(model, dtype)` allocates the fused matrices (and biases) of every layer and hands out each
-projection's weight as a view into them; the decode copy of the weights (travel/generation/decode_weights.py) takes
+projection's weight as a view into them; the decode copy of the weights (travel/generation/kernels/decode_weights.py) takes
 those views as its projections' parameters, so refreshing the copy from the master weights fills the fused matrices.
 `install` then wraps each layer's attention and MLP of the copy: `FusedAttention` is transformers' attention of the
 Llama family (Llama, Qwen2, Qwen3: optional q/k norms and biases) with the three projections as one, `FusedMLP` the
 gated MLP with gate and up as one; norms, rotary embedding, the cache, the attention function (the decoder's
 registered ones included) and the output projections' weights are the wrapped module's own. Their four matmuls run
 through `DecodeMatmul`: in a decode step on a GPU, a split-K Triton kernel (hardware.decode_matmul,
-travel/generation/skinny_matmul.py). With that kernel, a decode step's q/k norms, rotary embedding and cache writes
-run as one Triton kernel too (travel/generation/triton_rotary.py), where the step's cache says which columns it writes.
+travel/generation/kernels/skinny_matmul.py). With that kernel, a decode step's q/k norms, rotary embedding and cache writes
+run as one Triton kernel too (travel/generation/kernels/triton_rotary.py), where the step's cache says which columns it writes.
 
 decode_weights=folded goes one step further: `install(..., fold=True)` makes each layer a `FoldedLayer`, whose
 RMSNorms' weights are multiplied into the fused matrices at every refresh (`FusedStorage.fold_norms`) and whose
@@ -32,10 +32,10 @@ from typing import Any
 
 import torch
 
-from travel.generation.skinny_matmul import DecodeMatmul
+from travel.generation.kernels.skinny_matmul import DecodeMatmul
 from travel.generation.static_step import static_layer
-from travel.generation.triton_prefill import prefill_kernels_run, silu_gated
-from travel.generation.triton_rotary import rotary_cache_runs, rotary_cache_write, rotary_split
+from travel.generation.kernels.triton_prefill import prefill_kernels_run, silu_gated
+from travel.generation.kernels.triton_rotary import rotary_cache_runs, rotary_cache_write, rotary_split
 
 FUSABLE_ATTENTION = ("LlamaAttention", "Qwen2Attention", "Qwen3Attention")
 FUSABLE_MLP = ("LlamaMLP", "Qwen2MLP", "Qwen3MLP")
@@ -147,7 +147,7 @@ class FusedAttention(torch.nn.Module):
         cos, sin = position_embeddings
         step_layer = static_layer(cache, attention.layer_idx)
         if self.rotary_kernel and step_layer is not None and qkv.dim() == 3 and rotary_cache_runs(qkv):
-            # a decode step: norms, rotation and the cache writes in one kernel (travel/generation/triton_rotary.py)
+            # a decode step: norms, rotation and the cache writes in one kernel (travel/generation/kernels/triton_rotary.py)
             query = rotary_cache_write(qkv, *self.heads(), *self.qk_norms(), cos, sin, step_layer)
             key, value = step_layer.views()
         else:
@@ -176,7 +176,7 @@ class FusedAttention(torch.nn.Module):
 
     def split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """`rotated`'s queries, keys and values: by the rotary kernel where an uncompiled GPU forward (a prefill) runs
-        the prefill kernels (travel/generation/triton_prefill.py), else by the model's own operations."""
+        the prefill kernels (travel/generation/kernels/triton_prefill.py), else by the model's own operations."""
         if self.rotary_kernel and qkv.dim() == 3 and prefill_kernels_run(qkv):
             return rotary_split(qkv, *self.heads(), *self.qk_norms(), cos, sin)
         return self.rotated(qkv, cos, sin)
@@ -205,7 +205,7 @@ class FusedMLP(torch.nn.Module):
         self.sizes = fused.sizes
         self.gate_up_matmul = DecodeMatmul(fused.weight, matmul, normed=fold)
         self.down_matmul = DecodeMatmul(mlp.down_proj.weight, matmul)
-        # SiLU(gate) * up in one kernel where a forward runs uncompiled on a GPU (travel/generation/triton_prefill.py)
+        # SiLU(gate) * up in one kernel where a forward runs uncompiled on a GPU (travel/generation/kernels/triton_prefill.py)
         silu = type(mlp.act_fn).__name__ in SILU and fused.sizes[0] == fused.sizes[1]
         self.silu_kernel = silu and self.down_matmul.prefill_kernels
 
@@ -280,7 +280,7 @@ def layers_to_fuse(model: Any, fold: bool) -> list[Any]:
 
 def install(model: Any, storage: FusedStorage, matmul: str = "split_k", fold: bool = False) -> None:
     """Wrap every decoder layer's attention and MLP of `model` (whose projections are `storage`'s views); `matmul`
-    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/skinny_matmul.py). With
+    is hardware.decode_matmul, the kernel of their matmuls of few rows (travel/generation/kernels/skinny_matmul.py). With
     `fold` each layer becomes a `FoldedLayer`, and `storage` learns which norm weight scales which matrix."""
     layers = layers_to_fuse(model, fold)
     for index, (layer, attention, mlp) in enumerate(zip(layers, storage.attention, storage.mlp)):

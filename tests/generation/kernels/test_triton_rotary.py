@@ -1,4 +1,4 @@
-"""The decode step's rotary kernel (travel/generation/triton_rotary.py) computes what the model's operations compute:
+"""The decode step's rotary kernel (travel/generation/kernels/triton_rotary.py) computes what the model's operations compute:
 Qwen3's per-head q/k norms (or none, as Llama), the rotary embedding, and the cache writes of `StaticPositionLayer`
 (one column for every row) and of the jump step's `RowPositionLayer` (a column per row and position), in both cache
 layouts, touching no other column; the fused and folded decode copies that run it decode what the model decodes. On
@@ -11,12 +11,13 @@ import torch
 from transformers.models.qwen3 import modeling_qwen3
 
 from tests.generation.conftest import short_request
-from tests.generation.test_fused_projections import SETTINGS, outputs, tiny_family_model, with_norm_weights
+from tests.generation.kernels.test_fused_projections import SETTINGS, outputs, tiny_family_model, with_norm_weights
 from tests.generation.triton_interpreter import needs_interpreter
-from travel.generation import StructuredDecoder, fused_projections
-from travel.generation.jump_step import RowPositionLayer
+from travel.generation import StructuredDecoder
+from travel.generation.kernels import fused_projections
+from travel.generation.kernels.jump_step import RowPositionLayer
 from travel.generation.static_step import StaticPositionLayer
-from travel.generation.triton_rotary import rotary_cache_write
+from travel.generation.kernels.triton_rotary import rotary_cache_write
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
 

@@ -1,4 +1,4 @@
-"""hardware.decode_weights=copy (travel/generation/decode_weights.py): decoding over a compute-dtype copy of the
+"""hardware.decode_weights=copy (travel/generation/kernels/decode_weights.py): decoding over a compute-dtype copy of the
 weights gives what decoding a model converted to that dtype gives, follows every change of the master weights,
 and leaves the master weights (fp32, trainable) as they were; the folded copy folds the norms' weights as they are."""
 
@@ -12,7 +12,7 @@ import torch
 from tests.generation.conftest import short_request
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
-from travel.generation.decode_weights import DecodeWeights
+from travel.generation.kernels.decode_weights import DecodeWeights
 
 SETTINGS = {"max_new_tokens": 160, "max_value_tokens": 4, "temperature": 0.9, "top_p": 0.9}
 

@@ -1,4 +1,4 @@
-"""The split-K matmul of a decode step's few rows (travel/generation/skinny_matmul.py) is F.linear: its fp32 partial
+"""The split-K matmul of a decode step's few rows (travel/generation/kernels/skinny_matmul.py) is F.linear: its fp32 partial
 products over slices of the inner dimension add up to the product, whatever the rows, the column blocks and the
 slices (the last ones partial), call after call. On the CPU Triton's interpreter runs the kernel (tests/conftest.py);
 on a GPU the compiled kernel runs in bfloat16. `DecodeMatmul` runs it for few half-precision rows on a GPU alone."""
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.generation.triton_interpreter import needs_interpreter
-from travel.generation.skinny_matmul import (
+from travel.generation.kernels.skinny_matmul import (
     BLOCK_K, MAX_ROWS, DecodeMatmul, SplitPlan, rms_normalized, skinny_linear, split_k_counts, split_k_runs, split_plan,
 )
 
@@ -58,7 +58,7 @@ def folded_reference(x, weight, bias, norm_eps, residual):
 @pytest.mark.parametrize("leading", [(1,), (7,), (20,)], ids=["1-row", "7-rows", "20-rows"])
 @pytest.mark.parametrize("fold", ["norm", "norm+bias", "residual", "residual+slices"])
 def test_a_folded_norm_and_residual_give_the_unfolded_operations(fold, leading, dtype):
-    """What a folded decode layer asks of its matmuls (travel/generation/fused_projections.py): its input's 1/rms,
+    """What a folded decode layer asks of its matmuls (travel/generation/kernels/fused_projections.py): its input's 1/rms,
     and the residual add, with one slice and with several; rows whose rms is far from 1."""
     columns, inner = 96, 300
     generator = torch.Generator().manual_seed(len(fold) + leading[0])

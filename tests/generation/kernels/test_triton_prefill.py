@@ -1,4 +1,4 @@
-"""A prefill's elementwise kernels (travel/generation/triton_prefill.py) compute what the operations they replace
+"""A prefill's elementwise kernels (travel/generation/kernels/triton_prefill.py) compute what the operations they replace
 compute: the norm without its weight (`rms_normalized`), SiLU(gate) * up, the rotary kernel's queries, keys and values
 as fresh tensors (`rotary_split`) and the residual add in the matmul; a folded copy whose forwards run them gives the
 model's logits. On the CPU Triton's interpreter runs the kernels (tests/conftest.py); on a GPU the compiled kernels
@@ -11,14 +11,14 @@ import torch
 import torch.nn.functional as F
 from transformers.activations import SiLUActivation
 
-from tests.generation.test_fused_projections import assert_same_logits, tiny_family_model, with_norm_weights
-from tests.generation.test_triton_rotary import HEAD_DIM, HEADS, KV_HEADS, ROWS, model_operations, step_inputs
+from tests.generation.kernels.test_fused_projections import assert_same_logits, tiny_family_model, with_norm_weights
+from tests.generation.kernels.test_triton_rotary import HEAD_DIM, HEADS, KV_HEADS, ROWS, model_operations, step_inputs
 from tests.generation.triton_interpreter import needs_interpreter
-from travel.generation import fused_projections, skinny_matmul, triton_prefill
-from travel.generation.decode_weights import DecodeWeights
-from travel.generation.skinny_matmul import rms_normalized
-from travel.generation.triton_prefill import prefill_kernels_run, residual_linear, rms_rows, silu_gated
-from travel.generation.triton_rotary import rotary_split
+from travel.generation.kernels import fused_projections, skinny_matmul, triton_prefill
+from travel.generation.kernels.decode_weights import DecodeWeights
+from travel.generation.kernels.skinny_matmul import rms_normalized
+from travel.generation.kernels.triton_prefill import prefill_kernels_run, residual_linear, rms_rows, silu_gated
+from travel.generation.kernels.triton_rotary import rotary_split
 
 pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
 

@@ -115,7 +115,7 @@ def rotary_split(
     sin: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`rotary_cache_write`'s queries, keys and values as fresh (rows, heads or kv heads, positions, head dim)
-    tensors instead of cache writes: a prefill's, whose cache is filled after (travel/generation/triton_prefill.py)."""
+    tensors instead of cache writes: a prefill's, whose cache is filled after (travel/generation/kernels/triton_prefill.py)."""
     rows, positions = qkv.shape[:2]
     keys, values = (qkv.new_empty((rows, kv_heads, positions, head_dim)) for _ in range(2))
     strides = [(b.stride(0), b.stride(2), b.stride(1)) for b in (keys, values)]

@@ -2,7 +2,7 @@
 gated activation as Triton kernels, the residual adds in the matmuls' epilogue.
 
 A decode step of the folded copy computes its norms and residual adds inside the split-K matmuls
-(travel/generation/skinny_matmul.py), and torch.compile fuses the rest. A prefill has thousands of rows, so its
+(travel/generation/kernels/skinny_matmul.py), and torch.compile fuses the rest. A prefill has thousands of rows, so its
 matmuls are cuBLAS's and, uncompiled, every elementwise operation between them is a kernel of its own that reads and
 writes the whole (prompt tokens x width) tensor: a norm in float32 takes five passes, the rotary embedding with
 Qwen3's q/k norms about a dozen, SiLU(gate) * up two: together a large share of a long prompt's eager prefill.

@@ -1,4 +1,4 @@
-"""generation.jump_forced (travel/generation/jump_step.py, decode_loop.py): feeding whole forced runs in one
+"""generation.jump_forced (travel/generation/kernels/jump_step.py, decode_loop.py): feeding whole forced runs in one
 forward gives exactly the tokens, texts and value masks of the one-token decoder, greedy and seeded, for both
 roles and the joint action, free and catalog values, over the repeated and the shared prompt cache; log-probs
 agree to float rounding. And it takes far fewer forwards: about one per value token plus one per slot."""

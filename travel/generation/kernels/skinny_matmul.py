@@ -17,7 +17,7 @@ Contract: `DecodeMatmul` computes `F.linear(x, weight, bias)` for x (..., inner)
 returns (..., columns) in x's dtype. It runs the kernel where it pays off (CUDA, half precision, at most `MAX_ROWS`
 rows) and F.linear elsewhere (prefills, jump steps of many positions, 40-row buffers, the CPU). One rounding of the
 fp32 sum to the input's dtype is what cuBLAS computes up to the order of the additions.
-For the folded decode layers (hardware.decode_weights=folded, travel/generation/fused_projections.py) the kernel also
+For the folded decode layers (hardware.decode_weights=folded, travel/generation/kernels/fused_projections.py) the kernel also
 takes an RMSNorm of its input whose weight is folded into the matrix (the squares of the loaded rows added up beside
 the tensor cores, the product scaled by each row's 1/rms at the end) and a residual added to its product, at little
 cost over the plain matmul. Timings against cuBLAS, alone (bench/matmul_floor.py --split-k) and in the decode step:
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from travel.generation.options import check_decode_matmul
-from travel.generation.triton_prefill import prefill_kernels_run, residual_linear, rms_rows
+from travel.generation.kernels.triton_prefill import prefill_kernels_run, residual_linear, rms_rows
 from travel.generation.triton_varlen import triton
 
 # rows of one program's tile, padded to 16 or 32 for the tensor cores; more rows run F.linear, since at 40 rows (a
@@ -230,7 +230,7 @@ class DecodeMatmul(torch.nn.Module):
         """F.linear(rms_normalized(x, norm_eps), weight, bias) + residual (each fold where given)."""
         if self.plan is not None and split_k_runs(x):
             return skinny_linear(x, weight, bias, self.plan, self.counts, norm_eps, residual)
-        # a prefill's norm by one kernel, its residual add in cuBLAS's epilogue (travel/generation/triton_prefill.py)
+        # a prefill's norm by one kernel, its residual add in cuBLAS's epilogue (travel/generation/kernels/triton_prefill.py)
         eager = self.prefill_kernels and prefill_kernels_run(x)
         if norm_eps is not None:
             x = rms_rows(x, norm_eps) if eager else rms_normalized(x, norm_eps)

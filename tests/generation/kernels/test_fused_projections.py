@@ -1,8 +1,8 @@
-"""hardware.decode_weights=fused and folded (travel/generation/fused_projections.py): a decode copy whose layers read
+"""hardware.decode_weights=fused and folded (travel/generation/kernels/fused_projections.py): a decode copy whose layers read
 q/k/v and gate/up as one matrix each (and, folded, whose norms and residual adds live in those matmuls) computes the
 model's logits and decodes what the model decodes in every step kind; a model whose layers it cannot fuse or fold is
 refused by name. That it follows the master weights, as the plain copy does, is tested with the copy
-(tests/generation/test_decode_weights.py)."""
+(tests/generation/kernels/test_decode_weights.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from tests.generation.conftest import short_request
 from tests.generation.triton_interpreter import needs_interpreter
 from travel.agents.models import build_offline_tokenizer, build_tiny_random
 from travel.generation import StructuredDecoder
-from travel.generation.decode_weights import DecodeWeights
-from travel.generation.fused_projections import FoldedLayer, FusedAttention, FusedMLP
+from travel.generation.kernels.decode_weights import DecodeWeights
+from travel.generation.kernels.fused_projections import FoldedLayer, FusedAttention, FusedMLP
 from travel.generation.shared_prefix import shared_prefix_supported
 
 SETTINGS = {"max_new_tokens": 160, "max_value_tokens": 4, "temperature": 0.9, "top_p": 0.9}
@@ -79,7 +79,7 @@ def test_the_fused_layers_matmuls_by_the_split_k_kernel_compute_the_models_logit
     here by Triton's interpreter: each matrix's own weight, bias and counters, and the model's logits. Inner sizes of
     256 and 512 take several slices of the kernel's 128 inner entries."""
     pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
-    from travel.generation import skinny_matmul
+    from travel.generation.kernels import skinny_matmul
 
     model = tiny_family_model(family, hidden_size=256, intermediate_size=512)
     fused = DecodeWeights(None, "fused").refreshed(model)
@@ -122,7 +122,7 @@ def test_folded_layers_by_the_split_k_kernel_compute_the_models_logits(family, m
     Qwen2's q/k/v biases and biases on every projection; o and down in several slices. More rows than a tile run
     the operations one by one."""
     pytest.importorskip("triton", reason="triton installs on Linux x86-64 alone (the test extra brings it there)")
-    from travel.generation import skinny_matmul
+    from travel.generation.kernels import skinny_matmul
 
     sizes = {} if family == "qwen3" else {"hidden_size": 256, "intermediate_size": 512}
     model = with_norm_weights(tiny_family_model(family, **sizes))
