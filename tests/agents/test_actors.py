@@ -59,11 +59,14 @@ def test_bf16_compute_decodes_and_updates_over_fp32_master_weights():
 
 
 def test_the_hardware_and_generation_decode_options_reach_every_actor_decoder():
-    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compile_decode": True, "compile_prefill": True}
+    hardware = {"agent_devices": ["cpu", "cpu"], "parallel_training": "none", "compile_decode": True, "compile_prefill": True,
+                "step_backend": "eager", "share_prompt_cache": "never", "prefix_attention": "joint_softmax"}
     generation = {"max_new_tokens": 400, "max_value_tokens": 2, "temperature": 0.7, "top_p": 0.8, "jump_forced": True}
     actors = build_layout(build_tiny_random, hardware, generation, learning_rate=2e-5, seed=0)
     settings = [(actor.decoder.compile_decode, actor.decoder.compile_prefill, actor.decoder.jump_forced) for actor in actors]
     assert settings == [(True, True, True)] * 2
+    steps = [(a.decoder.step_backend, a.decoder.share_prompt_cache, a.decoder.prefix_attention) for a in actors]
+    assert steps == [("eager", "never", "joint_softmax")] * 2
     plain = build_layout(
         build_tiny_random, {**hardware, "compile_decode": False, "compile_prefill": False}, generation, learning_rate=2e-5, seed=0
     )

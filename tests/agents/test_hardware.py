@@ -39,6 +39,9 @@ def test_comparator_and_reward_model_devices_follow_the_actors_unless_set():
         ({"unsuited": {"magrpo": 2}}, "hardware.unsuited="),
         ({"num_gpus": True}, "hardware.num_gpus=True"),
         ({"flash": True}, "hardware.flash: not a hardware option"),
+        ({"step_backend": "graph"}, "hardware.step_backend"),
+        ({"share_prompt_cache": "sometimes"}, "hardware.share_prompt_cache"),
+        ({"prefix_attention": "flash"}, "hardware.prefix_attention"),
     ],
 )
 def test_each_rule_is_checked_on_construction_naming_the_option(options, message):

@@ -235,3 +235,20 @@ def test_batched_prefill_fallback_matches_the_preallocated_cache(tiny, monkeypat
     for group_a, group_b in zip(preallocated, batched):
         for a, b in zip(group_a, group_b):
             assert torch.equal(a.token_ids, b.token_ids)
+
+
+def test_a_decoder_of_another_model_keeps_every_setting_but_the_budget_it_is_given(tiny):
+    """`with_model` (a comparator's or the central teacher's decoder) copies each constructor parameter."""
+    import inspect
+
+    settings = {
+        "max_new_tokens": 300, "max_value_tokens": 3, "temperature": 0.9, "top_p": 0.7, "fill_budget": True,
+        "step_backend": "eager", "share_prompt_cache": "never", "values": "catalog", "compute_dtype": "bfloat16",
+        "decode_weights": "copy", "jump_forced": True, "compile_decode": True, "compile_prefill": True,
+        "prefix_attention": "joint_softmax", "decode_matmul": "cublas",
+    }
+    assert set(settings) == set(list(inspect.signature(StructuredDecoder.__init__).parameters)[3:])  # every one
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, **settings)
+    copy = decoder.with_model(tiny.model, max_new_tokens=500)
+    assert {name: getattr(copy, name) for name in settings} == {**settings, "max_new_tokens": 500}
+    assert decoder.with_model(tiny.model).max_new_tokens == 300

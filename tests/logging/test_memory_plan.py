@@ -59,7 +59,8 @@ def test_the_cpu_and_unknown_models_plan_nothing():
 
 def test_the_plan_follows_the_options_that_trade_memory():
     """Checkpointing fewer layers keeps more activations; parking the idle actor frees its weights and optimizer
-    state during the other's update; a decode copy adds weights to every phase."""
+    state during the other's update; a decode copy adds weights to every phase; a prompt cache kept per candidate
+    adds the prompt's keys and values K - 1 times."""
     update = {layers: plan("hardware=1xb200", f"hardware.checkpoint_layers={layers}").devices["cuda:0"]["update"] for layers in (0, 12, 36)}
     assert update[0] > update[12] > update[36]
     arch = ARCHITECTURES["random_qwen3_4b"]
@@ -72,6 +73,9 @@ def test_the_plan_follows_the_options_that_trade_memory():
     copied = plan("hardware=1x80gb", "hardware.decode_weights=fused")
     for phase in ("generation", "evaluation"):
         assert copied.devices["cuda:0"][phase] - resident.devices["cuda:0"][phase] == pytest.approx(2 * arch.parameters * 2)
+    repeated = plan("hardware=1x80gb", "hardware.share_prompt_cache=never").devices["cuda:0"]["generation"]
+    assert plan("hardware=1x80gb", "hardware.step_backend=eager").devices["cuda:0"]["generation"] == repeated
+    assert repeated > resident.devices["cuda:0"]["generation"]
 
 
 # Peaks measured by bench/train_step.py (torch.cuda.max_memory_allocated) on real train rows with random_qwen3_4b,

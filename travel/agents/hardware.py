@@ -8,7 +8,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from travel.generation.options import check_choice, check_decode_matmul, check_decode_weights
+from travel.generation.options import (
+    PREFIX_KERNELS,
+    PROMPT_CACHE_SHARING,
+    STEP_BACKENDS,
+    check_choice,
+    check_decode_matmul,
+    check_decode_weights,
+)
 from travel.options import check_bool, check_int, check_number, float_dtype_name, from_mapping
 
 PARALLEL_TRAINING = ("none", "per_device")
@@ -57,6 +64,9 @@ class HardwareConfig:
     compute_dtype: Optional[str] = None
     decode_weights: str = "master"
     decode_matmul: str = "split_k"
+    step_backend: str = "auto"
+    share_prompt_cache: str = "auto"
+    prefix_attention: str = "auto"
     compile_decode: bool = False
     compile_prefill: bool = False
     compile_update: bool = False
@@ -99,6 +109,9 @@ class HardwareConfig:
             object.__setattr__(self, "compute_dtype", float_dtype_name("hardware.compute_dtype", self.compute_dtype))
         check_decode_weights(self.decode_weights, self.compute_dtype)
         check_decode_matmul(self.decode_matmul)
+        check_choice("hardware.step_backend", self.step_backend, STEP_BACKENDS)
+        check_choice("hardware.share_prompt_cache", self.share_prompt_cache, PROMPT_CACHE_SHARING)
+        check_choice("hardware.prefix_attention", self.prefix_attention, PREFIX_KERNELS)
         if self.compile_cache_dir is not None and (not isinstance(self.compile_cache_dir, str) or not self.compile_cache_dir.strip()):
             raise ValueError(f"hardware.compile_cache_dir={self.compile_cache_dir!r}: expected a directory path (or null: torch's own)")
         check_int("hardware.checkpoint_layers", self.checkpoint_layers, 0, optional=True, none_means="all layers")

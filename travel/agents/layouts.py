@@ -236,6 +236,9 @@ def build_layout(
             compile_decode=hardware.compile_decode,
             compile_prefill=hardware.compile_prefill,
             decode_matmul=hardware.decode_matmul,
+            step_backend=hardware.step_backend,
+            share_prompt_cache=hardware.share_prompt_cache,
+            prefix_attention=hardware.prefix_attention,
         )
         generator = torch.Generator(device=device).manual_seed(int(seed) + policy)
         actors.append(

@@ -17,6 +17,7 @@ the masked, length-normalised log-prob under the untempered, unmasked model dist
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -57,11 +58,6 @@ from travel.generation.static_step import (
     supports_static_steps,
 )
 from travel.generation.value_trie import TrieCache, checked_slot_values
-
-SETTINGS = ("max_new_tokens", "max_value_tokens", "temperature", "top_p", "fill_budget", "step_backend",
-            "share_prompt_cache", "values", "compute_dtype", "decode_weights", "jump_forced",
-            "compile_decode", "compile_prefill", "prefix_attention", "decode_matmul")  # what `with_model` copies
-
 
 class StructuredDecoder:
     def __init__(
@@ -171,8 +167,10 @@ class StructuredDecoder:
         self._cache_name = cache_argument(model)
 
     def with_model(self, model: Any, max_new_tokens: int | None = None) -> "StructuredDecoder":
-        """A decoder of `model` (a comparator's frozen weights) with this one's settings, `max_new_tokens` aside."""
-        settings = {name: getattr(self, name) for name in SETTINGS}
+        """A decoder of `model` (a comparator's frozen weights) with this one's settings, `max_new_tokens` aside:
+        every constructor parameter is kept as the attribute of its name."""
+        parameters = list(inspect.signature(StructuredDecoder.__init__).parameters)[3:]  # after self, model, tokenizer
+        settings = {name: getattr(self, name) for name in parameters}
         settings["max_new_tokens"] = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         return StructuredDecoder(model, self.tokenizer, **settings)
 

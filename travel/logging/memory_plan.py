@@ -87,11 +87,15 @@ def forward_activation_bytes(arch: Architecture, c: int, tokens: int, scored: in
     return max(kept + head, recomputing) + tokens * tokens * c
 
 
-def decode_call_bytes(arch: Architecture, c: int, prompts: tuple[int, ...], candidates: int, action_tokens: int) -> int:
+def decode_call_bytes(
+    arch: Architecture, c: int, prompts: tuple[int, ...], candidates: int, action_tokens: int, shared: bool = True
+) -> int:
     """One decode call over `prompts` (tokens, one per row) with `candidates` each: every row's prompt once in the
-    key/value cache plus each candidate's whole output budget, the float32 logits of a step (three copies: logits,
-    scores, noise), and the prefill of the longest prompt (its hidden states and one MLP's activations)."""
-    cache = sum(prompt + candidates * action_tokens for prompt in prompts) * arch.kv_bytes_per_token(c)
+    key/value cache (once per candidate where the prompt cache is not `shared`) plus each candidate's whole output
+    budget, the float32 logits of a step (three copies: logits, scores, noise), and the prefill of the longest prompt
+    (its hidden states and one MLP's activations)."""
+    copies = 1 if shared else candidates
+    cache = sum(copies * prompt + candidates * action_tokens for prompt in prompts) * arch.kv_bytes_per_token(c)
     logits = 3 * len(prompts) * candidates * arch.vocab * 4
     prefill = max(prompts) * (4 * arch.hidden + 3 * arch.intermediate) * c
     return cache + logits + prefill
@@ -163,6 +167,8 @@ class MemoryPlan:
             arch.layers if hardware.checkpoint_layers is None else min(hardware.checkpoint_layers, arch.layers)
         )
         autocast = arch.parameters * c if hardware.compute_dtype and c != w else 0  # bf16 weight casts kept for backward
+        # the prompt cache is shared by a prompt's candidates unless the options say otherwise (eager steps never share)
+        shared = hardware.share_prompt_cache != "never" and hardware.step_backend != "eager"
 
         def base(device: str, parked: Optional[int] = None) -> dict[str, float]:
             """The policies resident on `device` (all but `parked`, when offloading)."""
@@ -183,7 +189,7 @@ class MemoryPlan:
 
         def decode(phase: str, prompts: tuple[int, ...], candidates: int, extra: Callable[[str], dict[str, float]] = lambda d: {}):
             for device in sorted(set(homes)):
-                call = decode_call_bytes(arch, c, prompts, candidates, load.action_tokens)
+                call = decode_call_bytes(arch, c, prompts, candidates, load.action_tokens, shared)
                 record(phase, device, {**base(device), **extra(device), "decode call": call})
 
         def update(unit_tokens: int, scored: int) -> None:
@@ -211,7 +217,7 @@ class MemoryPlan:
             for device in sorted({str(d) for d in self._comparator_devices()} - set(homes)):
                 record("comparator collection", device, {
                     **copies(device),
-                    "decode call": decode_call_bytes(arch, c, load.train_prompts[:1], batch, load.action_tokens),
+                    "decode call": decode_call_bytes(arch, c, load.train_prompts[:1], batch, load.action_tokens, shared),
                 })
         if isinstance(algorithm, DPOOptions):
             update(longest + 2 * load.action_tokens, int(2 * load.action_tokens * VALUE_TOKEN_SHARE))
