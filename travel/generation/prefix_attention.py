@@ -28,9 +28,7 @@ suffix keys, one softmax normalises both parts, and the weights mix both parts' 
   candidates), most of them padding.
 - `split_triton_attention` reads a step in two Triton launches per layer (`triton_split.py`): every prefix chunk
   and every row's written suffix attended by its own program, then one merge per row by the log-sum-exps, where the
-  chunked kernels copy queries out and merge in a dozen small torch kernels. With one candidate per prompt
-  and at most 16 queries per key/value head (one-token steps, short jumps), the first launch's last program of each
-  prompt merges it: one launch.
+  chunked kernels copy queries out and merge in a dozen small torch kernels.
 
 Every kernel takes the same inputs: a step's queries per row (rows, key/value heads, group, head dim), rows
 prompt-major with `repeats` candidates per prompt; the prompts' prefix keys and values (packed by `PrefixChunks` for
