@@ -304,6 +304,11 @@ class StaticDecodeStep:
         torch.add(self.prompt_lengths, step, out=self.positions[:, 0])
         self.write_index.fill_(column)
         self.bias[:, 0, 0, column] = 0.0
+        return self._run()
+
+    def _run(self) -> torch.Tensor:
+        """The step's forward over the inputs just written: eager, or replayed from its CUDA graph (captured at
+        the first call)."""
         if not self.use_graph:
             return self._forward()
         if self.graph is None:

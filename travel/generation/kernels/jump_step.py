@@ -107,12 +107,7 @@ class JumpDecodeStep(StaticDecodeStep):
         visible = (self.generated_index[None, None, :] >= 0) & (self.generated_index[None, None, :] <= index[:, :, None])
         self.bias.copy_(torch.where(visible[:, None], torch.zeros_like(self.bias), self.prompt_bias.expand_as(self.bias)))
         torch.clamp(counts - 1, min=0, out=self.last)
-        if not self.use_graph:
-            return self._forward()
-        if self.graph is None:
-            return self._capture()
-        self.graph.replay()
-        return self.logits  # type: ignore[return-value]
+        return self._run()
 
 
 class SharedPrefixJumpStep(JumpDecodeStep):
