@@ -26,7 +26,9 @@ if __package__ in (None, ""):
 import torch
 
 from bench.measure import time_step
-from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS, to_prompts, to_rows
+from travel.generation.options import PREFIX_KERNELS
+from travel.generation.prefix_attention import PACKED_KERNELS, attention_kernel
+from travel.generation.prefix_merge import to_prompts, to_rows
 from travel.generation.prefix_packing import WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 
 
@@ -111,12 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| kernel | ms / step | x floor ({floor_ms:.3f} ms) | max abs error | first call s |")
     print("| --- | ---: | ---: | ---: | ---: |")
     expected = reference(*layers[0])
-    default = [name for name in KERNELS if name != "split_flash" or args.prompts == 1]
+    default = [name for name in PREFIX_KERNELS if name != "auto" and (name != "split_flash" or args.prompts == 1)]
     names = default if args.kernels is None else [kernel.strip() for kernel in args.kernels.split(",") if kernel.strip()]
     chunk_counts = [None] if args.chunks is None else [int(count) for count in args.chunks.split(",") if count.strip()]
     chunked = ("chunked_flash", "chunked_triton", "split_triton")
     for name, chunks in [(name, count) for name in names for count in (chunk_counts if name in chunked else [None])]:
-        attend = KERNELS[name]
+        attend = attention_kernel(name)
         inputs_of = [kernel_inputs(name, inputs, chunks, args.generated) for inputs in layers]
         started = time.perf_counter()
         output = attend(*inputs_of[0])  # compiles where the kernel compiles

@@ -13,17 +13,14 @@ from tests.generation.conftest import short_request
 from tests.generation.triton_interpreter import needs_interpreter
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
-from travel.generation.prefix_attention import (
+from travel.generation.kernels.prefix_kernels import (
     chunked_flash_attention,
     chunked_triton_attention,
     flex_prefix_attention,
-    joint_softmax_attention,
-    prefix_kernel,
     split_flash_attention,
-    split_triton_attention,
-    to_prompts,
-    to_rows,
 )
+from travel.generation.prefix_attention import joint_softmax_attention, prefix_kernel, split_triton_attention
+from travel.generation.prefix_merge import to_prompts, to_rows
 from travel.generation.prefix_packing import WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 from travel.generation.shared_prefix import split_prefix
 from travel.generation.static_step import StaticPositionLayer

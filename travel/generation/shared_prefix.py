@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from travel.generation.prefix_attention import KERNELS, PACKED_KERNELS
+from travel.generation.prefix_attention import PACKED_KERNELS, attention_kernel
 from travel.generation.prefix_packing import PrefixChunks, WrittenSuffix, pack_prefix, prefix_chunks, prompt_tokens
 from travel.generation.static_step import (
     StaticDecodeStep,
@@ -49,8 +49,13 @@ class PrefixState:
 
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     layout: torch.Tensor | PrefixChunks
-    kernel: str = "joint_softmax"  # a name in prefix_attention.KERNELS
+    kernel: str = "joint_softmax"  # a name in options.PREFIX_KERNELS, auto resolved
     written: WrittenSuffix | None = None
+    # its function, found once here rather than in each layer's (perhaps traced) call
+    attend: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.attend = attention_kernel(self.kernel)
 
     @property
     def prompts(self) -> int:
@@ -83,7 +88,7 @@ def shared_prefix_decode_attention(
     scale = head_dim**-0.5 if scaling is None else scaling
     # query head h uses key/value head h // group (transformers' repeat_kv order); rows are prompt-major
     per_row = query.reshape(rows, kv_heads, group, head_dim)
-    attend = KERNELS[state.kernel]
+    attend = state.attend
     repeats = rows // state.prompts
     if state.written is None:
         suffix_mask = per_query_mask(attention_mask, heads_per_kv).float()

@@ -246,7 +246,7 @@ def split_triton_attention(
     repeats: int,
     written: WrittenSuffix | None = None,
 ) -> torch.Tensor:
-    """`prefix_attention.chunked_flash_attention`'s contract by the two kernels above: queries `per_row` (rows, kv
+    """`kernels.prefix_kernels.chunked_flash_attention`'s contract by the two kernels above: queries `per_row` (rows, kv
     heads, group, head dim), rows prompt-major, the head dim contiguous; the packed prefix (tokens, kv heads, head
     dim) cut by `chunks`; each row's suffix `key`/`value` (rows, kv heads, capacity, head dim), read up to its
     `written` length (the suffix mask is not read: the written lengths are what it opens)."""
