@@ -171,8 +171,7 @@ def test_the_compiled_kernels_on_cuda_match_the_joint_softmax(prompts, repeats, 
     triton_error = (got.double() - expected).abs().max().item()
     joint_error = (joint_softmax_attention(*inputs).double() - expected).abs().max().item()
     assert triton_error <= max(2 * joint_error, 1e-2)
-    # the next layer's call: the one-launch merge (k1-fused-merge) left its counters zeroed and merges the same output again
-    assert torch.equal(split_triton_attention(*arguments), got) and not arguments[3].counters.any()
+    assert torch.equal(split_triton_attention(*arguments), got)  # the next layer's call: the same output again
     attention = torch.ones((prompts, 3000), dtype=torch.long, device="cuda")
     processors = torch.cuda.get_device_properties(0).multi_processor_count
     wanted = processors // 8 if prompts == 1 else -(-2 * processors // (prompts * 8))  # one wave for one prompt
