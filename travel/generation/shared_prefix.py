@@ -148,7 +148,7 @@ class SharedPrefixDecodeStep(StaticDecodeStep):
     """`StaticDecodeStep` over a prompt-once cache: `cache` comes from `merge_prompt_caches(caches, 1, 0)`
     (one row per prompt), `attention` is the (prompts, width) prompt mask, `prompt_lengths` the (rows,)
     lengths of the `repeats` rows of each prompt, `new_tokens` the most tokens a row generates, and `kernel`
-    the prefix attention's (`prefix_attention.KERNELS`)."""
+    the prefix attention's (a name of `options.PREFIX_KERNELS`)."""
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from transformers.activations import SiLUActivation
 from tests.generation.kernels.test_fused_projections import assert_same_logits, tiny_family_model, with_norm_weights
 from tests.generation.kernels.test_triton_rotary import HEAD_DIM, HEADS, KV_HEADS, ROWS, model_operations, step_inputs
 from tests.generation.triton_interpreter import needs_interpreter
-from travel.generation.kernels import fused_projections, skinny_matmul, triton_prefill
+from travel.generation.kernels import fused_projections, skinny_matmul
 from travel.generation.kernels.decode_weights import DecodeWeights
 from travel.generation.kernels.skinny_matmul import rms_normalized
 from travel.generation.kernels.triton_prefill import prefill_kernels_run, residual_linear, rms_rows, silu_gated
@@ -114,7 +114,7 @@ def test_layers_built_for_cublas_matmuls_keep_the_models_operations(monkeypatch)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the compiled Triton kernels need CUDA")
-def test_the_compiled_kernels_on_cuda_match_the_models_operations():
+def test_the_compiled_kernels_on_cuda_match_the_models_operations(monkeypatch):
     """bfloat16 on a GPU: the norm and the activation within a rounding of the model's; a folded copy's prefill
     with the kernels within bfloat16 noise of the same copy without them."""
     x = seeded(3, 300, 2560, dtype=torch.bfloat16, device="cuda", scale=3.0)
@@ -128,10 +128,8 @@ def test_the_compiled_kernels_on_cuda_match_the_models_operations():
     assert prefill_kernels_run(torch.zeros(1, dtype=torch.bfloat16, device="cuda"))
     with torch.no_grad():
         with_kernels = folded(input_ids=ids).logits.float()
-        triton_prefill.ENABLED = False
-        try:
-            without = folded(input_ids=ids).logits.float()
-        finally:
-            triton_prefill.ENABLED = True
+        for module in (skinny_matmul, fused_projections):  # the model's own operations instead
+            monkeypatch.setattr(module, "prefill_kernels_run", lambda x: False)
+        without = folded(input_ids=ids).logits.float()
     assert not torch.equal(with_kernels, without)  # the kernels ran: one rounding less in the residual adds
     torch.testing.assert_close(with_kernels, without, atol=5e-2, rtol=5e-2)

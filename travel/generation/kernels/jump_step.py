@@ -113,7 +113,7 @@ class JumpDecodeStep(StaticDecodeStep):
 class SharedPrefixJumpStep(JumpDecodeStep):
     """`JumpDecodeStep` over a prompt-once cache (`merge_prompt_caches(caches, 1, 0)`): `attention` is the
     (prompts, width) prompt mask, `prompt_lengths` the (rows,) lengths of each prompt's `repeats` rows, and
-    `kernel` the prefix attention's (`prefix_attention.KERNELS`)."""
+    `kernel` the prefix attention's (a name of `options.PREFIX_KERNELS`)."""
 
     def __init__(
         self, model: Any, cache: Any, cache_name: str, attention: torch.Tensor, prompt_lengths: torch.Tensor,
