@@ -140,3 +140,27 @@ def test_the_archive_writes_the_readmes_placeholders_for_the_runs_own_paths(tmp_
     texts = "".join((target / name).read_text() for name in ("config.yaml", "run.json"))
     assert "/home/me" not in texts and all(p in texts for p in PLACEHOLDERS.values())
     assert json.loads((target / "eval_final.json").read_text()) == {"eval": {"eval/reward": 0.5}}
+
+
+def test_the_archive_records_how_many_runs_shared_the_card_and_the_report_shows_it(tmp_path):
+    from travel.report.archive import archive_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    config = {"seed": 3, "algorithm": {"name": "magrpo"}, "actor": {"layout": "decentralized"}}
+    (run / "config.yaml").write_text(json.dumps(config))
+    (run / "status").write_text("completed\n")
+    (run / "metrics.jsonl").write_text(json.dumps({"env_step": 0, "eval/reward": 0.5}) + "\n")
+    (run / "eval_final.json").write_text(json.dumps({"eval": {"eval/reward": 0.5}}))
+    (run / "run.json").write_text(json.dumps({"segments": [{"command": "python launch.py", "wall_s": 600.0}]}))
+    with pytest.raises(ReportError, match="--runs-together=0"):
+        archive_run(run, tmp_path / "refused", runs_together=0)
+    target = archive_run(run, tmp_path / "archived", runs_together=4)
+    assert [s["runs_together"] for s in json.loads((target / "run.json").read_text())["segments"]] == [4]
+    build_report([target], tmp_path / "report")
+    line = next(l for l in (tmp_path / "report" / "report.md").read_text().splitlines() if l.startswith("| magrpo_seed3 |"))
+    assert "| 10.0 (4 at once) |" in line
+    alone = archive_run(run, tmp_path / "alone")
+    build_report([alone], tmp_path / "alone_report")
+    line = next(l for l in (tmp_path / "alone_report" / "report.md").read_text().splitlines() if l.startswith("| magrpo_seed3 |"))
+    assert "| 10.0 |" in line and "at once" not in line

@@ -6,7 +6,9 @@ Each run goes to `DIR/<experiment>_seed<N>/`: `config.yaml`, `status`, `metrics.
 travel/report/runs.py reads. The experiment is the run's `experiment=` choice (`.hydra/hydra.yaml`); a run
 without one is named after its algorithm. An archived run is never overwritten. With `--placeholders`, the
 run's data.path and model.path become the README's `/path/to/train.jsonl` and `/dir/with/the/gguf` in the
-archived config and commands, so that a committed record names no machine's directories.
+archived config and commands, so that a committed record names no machine's directories. With
+`--runs-together N`, each segment of the archived `run.json` records that N runs shared the card (a run cannot
+see the others, so whoever launched them says so), which the report shows beside the run's minutes.
 """
 
 from __future__ import annotations
@@ -46,8 +48,11 @@ def replaced_paths(run_dir: Path) -> dict[str, str]:
     return found
 
 
-def archive_run(run_dir: Path, into: Path, placeholders: bool = False) -> Path:
-    """Copy one complete run's report files into `into`; returns the new directory."""
+def archive_run(run_dir: Path, into: Path, placeholders: bool = False, runs_together: Optional[int] = None) -> Path:
+    """Copy one complete run's report files into `into`; returns the new directory. `runs_together`: how many
+    runs shared the card with this one included, written into every segment of the archived run.json."""
+    if runs_together is not None and runs_together < 1:
+        raise ReportError(f"--runs-together={runs_together}: must be >= 1 (the run itself counts)")
     run = read_run(run_dir)
     if run is None or not run.complete:
         state = "not a training run" if run is None else run.status
@@ -64,6 +69,10 @@ def archive_run(run_dir: Path, into: Path, placeholders: bool = False) -> Path:
         text = (run_dir / name).read_text(encoding="utf-8")
         for path, placeholder in sorted(replacements.items(), key=lambda item: -len(item[0])):
             text = text.replace(path, placeholder)
+        if name == "run.json" and runs_together is not None:
+            record = json.loads(text)
+            record["segments"] = [{**segment, "runs_together": runs_together} for segment in record["segments"]]
+            text = json.dumps(record, indent=2) + "\n"
         write_text_atomic(target / name, text)
     final = json.loads((run_dir / "eval_final.json").read_text(encoding="utf-8"))
     kept = {key: value for key, value in final.items() if key not in SAMPLE_KEYS}
@@ -76,10 +85,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("paths", nargs="+", help="run directories, or folders holding them")
     parser.add_argument("--into", required=True, help="where the archived runs go (e.g. docs/results/runs)")
     parser.add_argument("--placeholders", action="store_true", help="write data.path and model.path as the README does")
+    parser.add_argument("--runs-together", type=int, default=None, metavar="N",
+                        help="N runs shared the card at once (this one included); recorded in run.json")
     args = parser.parse_args(argv)
     try:
         for run_dir in find_run_dirs(args.paths):
-            print(f"archived {run_dir} -> {archive_run(run_dir, Path(args.into), args.placeholders)}")
+            target = archive_run(run_dir, Path(args.into), args.placeholders, args.runs_together)
+            print(f"archived {run_dir} -> {target}")
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -58,6 +58,11 @@ class RunSummary:
         return sum(float(s["wall_s"]) for s in self.segments) / 60 if self.segments else None
 
     @property
+    def runs_together(self) -> int:
+        """The most runs that shared the card in any segment (1 unless the archive recorded more)."""
+        return max((int(s.get("runs_together", 1)) for s in self.segments), default=1)
+
+    @property
     def devices(self) -> str:
         names = dict.fromkeys(name for s in self.segments for name in s.get("devices", []))
         return ", ".join(names) if names else ("cpu" if self.segments else "n/a")

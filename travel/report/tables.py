@@ -163,12 +163,13 @@ def markdown(runs: Sequence[RunSummary], rows: Sequence[GroupRow]) -> str:
     if repeated:
         lines += ["", "Repeated seeds (reruns of one configuration, each counted): " + "; ".join(repeated) + "."]
     lines += held_out_markdown(runs)
-    lines += ["", "## Runs (reward on the fixed anchor; card and wall minutes from each run's run.json)", "",
+    lines += ["", "## Runs (reward on the fixed anchor; card and wall minutes from each run's run.json; 'at once': runs that shared the card)", "",
               "| run | group | seed | initial | final | delta | card | minutes | command |",
               "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- |"]
     for run in sorted((r for r in runs if r.complete), key=lambda r: (r.group.label(), r.seed)):
         a, b = run.initial["reward"], run.final["reward"]
         minutes = "n/a" if run.device_minutes is None else f"{run.device_minutes:.1f}"
+        minutes += f" ({run.runs_together} at once)" if run.runs_together > 1 else ""
         command = f"`{run.command}`" if run.command else "n/a"
         lines.append(f"| {run.path.name} | {run.group.label()} | {run.seed} | {a:.4f} | {b:.4f} | {b - a:+.4f} "
                      f"| {run.devices} | {minutes} | {command} |")
