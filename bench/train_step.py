@@ -9,8 +9,14 @@ paper's 5,040 online env steps (evaluation not included).
 
 `--algorithm madpo_iter`: per row, one preference collection (target candidates and the current-copy
 comparator's, the same weights), then joint DPO updates over the row's pairs in batches of
-`algorithm.train_batch_size`; printed per row and per pair, with the projection over the config's iterations
-and train rows.
+`algorithm.train_batch_size`; printed per row and per pair.
+
+`--algorithm marlhf_iter`: the same collection per row; then a fresh reward model built from the base weights
+(the actors parked on the CPU, as a run does) and fitted on the measured rows' pairs, timed per pair; then
+MAGRPO buffers scored by that reward model (online env steps).
+
+Every projection uses the paper's row count, 60 train rows (and the config's iterations, epochs and K),
+whatever rows the benchmark loads, and says so: the paper's runs are the reference a figure is set against.
 
 The first buffer (or row) warms up kernels and CUDA graphs; the next `--buffers` are measured. `--variant` (MAGRPO)
 measures the same actors again, in the same process, with hardware settings changed in place (in order: each variant
@@ -24,6 +30,7 @@ in its row.
     python bench/train_step.py                                   # random_qwen3_4b, 10 rows x K=4, real rows
     python bench/train_step.py --variant offload_inactive_actor=false,gradient_checkpointing=false
     python bench/train_step.py --algorithm madpo_iter --buffers 2
+    python bench/train_step.py --algorithm marlhf_iter --buffers 2
     python bench/train_step.py model=tiny_random hardware=cpu data=synthetic --device cpu algorithm.rollout_buffer_size=2
 """
 
@@ -42,11 +49,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import torch
+from hydra.utils import instantiate
 from bench.measure import synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
 from travel.agents.models import checkpoint_first_layers, decoder_layers, set_activation_checkpointing
-from travel.algorithms.preference.dpo import joint_dpo_update
 from travel.algorithms.online.magrpo import BufferSample, group_advantages, value_loss_step
+from travel.algorithms.online.marlhf import base_loader, learned_rewards
+from travel.algorithms.preference.dpo import joint_dpo_update
+from travel.algorithms.preference.reward_model import PreferenceText, RewardFitSettings, build_reward_model, fit_reward_model, joint_text
 from travel.algorithms.preference.collection import PolicySource, PreferenceSettings, collect_preferences
 from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.generation.options import PREFIX_KERNELS
@@ -54,19 +64,21 @@ from travel.logging.memory_plan import GIB, MemoryPlan
 from travel.reward import score_joint_actions
 from travel.run import Run
 
-PAPER_ENV_STEPS = 5040  # 21 epochs x 60 rows x K=4 (MAGRPO and MARLHF's online phase)
+PAPER_TRAIN_ROWS = 60  # the paper's train rows: every projection uses them, whatever rows the benchmark loads
+PAPER_ENV_STEPS = 21 * PAPER_TRAIN_ROWS * 4  # 5,040: 21 epochs x 60 rows x K=4 (MAGRPO and MARLHF's online phase)
 
 
 class TimedScore:
-    """The task reward through the rollout seam, with the seconds it took."""
+    """A score function through the rollout seam (the task reward unless `score` is given), with the seconds it took."""
 
-    def __init__(self) -> None:
+    def __init__(self, score: Any = score_joint_actions) -> None:
+        self.score = score
         self.seconds = 0.0
 
     def __call__(self, row: Any, pairs: Any, config: Any) -> Any:
         started = time.perf_counter()
         try:
-            return score_joint_actions(row, pairs, config)
+            return self.score(row, pairs, config)
         finally:
             self.seconds += time.perf_counter() - started
 
@@ -132,44 +144,48 @@ def predicted_peak(run: Run, rows: list[Any]) -> float | None:
     return max(peaks.values()) / GIB if peaks else None
 
 
+def online_buffers(layout: Any, sampler: Any, score: TimedScore, rows: list[Any], k: int, buffers: int, label: str, warm_up: bool = True) -> dict[str, Any]:
+    """A warm-up buffer (`warm_up`), then `buffers` measured ones of `rows` x K joint actions: generation, the
+    reward through `score`, and both policies' MAGRPO update, under the actors' settings now; seconds per env step."""
+    device = layout.actors[0].device
+    distinct = tuple(group_advantages([float(j) for j in range(k)]))
+    measured = []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    for buffer in range(0 if warm_up else 1, 1 + buffers):
+        score.seconds = 0.0
+        sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
+        samples = [
+            [BufferSample(r.agents[p].prompt_ids, r.agents[p].candidates, distinct, 0.0, r.env_step) for r in rollouts]
+            for p in range(len(layout.actors))
+        ]
+        update, _ = timed(device, lambda: layout.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id])))
+        steps = len(rows) * k
+        if buffer:
+            measured.append({"generation": (sampling - score.seconds) / steps, "reward": score.seconds / steps, "update": update / steps})
+        print(
+            f"{label}, buffer {buffer}{' (warm-up)' if not buffer else ''}: {steps} env steps, generation and reward "
+            f"{sampling:.1f} s, update {update:.1f} s", flush=True,
+        )
+    per_step = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("generation", "reward", "update")}
+    return {
+        "setting": label,
+        "prompt_tokens": statistics.fmean(len(a.prompt_ids) for r in rollouts for a in r.agents),
+        "s_per_env_step": {**per_step, "total": sum(per_step.values())},
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+    }
+
+
 def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
     rows = list(run.data.split.train)[: int(cfg.algorithm.rollout_buffer_size)]
     k = int(cfg.algorithm.num_generations)
     layout = project_actors(cfg)
-    device = layout.actors[0].device
     score = TimedScore()
     sampler = JointRolloutSampler(layout, run.reward_config, score=score, parallel=layout.parallel)
-    distinct = tuple(group_advantages([float(j) for j in range(k)]))
 
     def measure(label: str, warm_up: bool = True) -> dict[str, Any]:
-        """A warm-up buffer (`warm_up`), then `--buffers` measured ones, under the actors' settings now."""
-        measured = []
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        for buffer in range(0 if warm_up else 1, 1 + args.buffers):
-            score.seconds = 0.0
-            sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
-            samples = [
-                [BufferSample(r.agents[p].prompt_ids, r.agents[p].candidates, distinct, 0.0, r.env_step) for r in rollouts]
-                for p in range(len(layout.actors))
-            ]
-            update, _ = timed(device, lambda: layout.update_each(lambda actor: value_loss_step(actor, samples[actor.agent_id])))
-            steps = len(rows) * k
-            if buffer:
-                measured.append({"generation": (sampling - score.seconds) / steps, "reward": score.seconds / steps, "update": update / steps})
-            print(
-                f"{label}, buffer {buffer}{' (warm-up)' if not buffer else ''}: {steps} env steps, generation and reward "
-                f"{sampling:.1f} s, update {update:.1f} s", flush=True,
-            )
-        per_step = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("generation", "reward", "update")}
-        total = sum(per_step.values())
-        return {
-            "setting": label,
-            "prompt_tokens": statistics.fmean(len(a.prompt_ids) for r in rollouts for a in r.agents),
-            "s_per_env_step": {**per_step, "total": total},
-            "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-            "projected_hours": total * PAPER_ENV_STEPS / 3600,
-        }
+        measured = online_buffers(layout, sampler, score, rows, k, args.buffers, label, warm_up)
+        return {**measured, "projected_hours": measured["s_per_env_step"]["total"] * PAPER_ENV_STEPS / 3600}
 
     predicted = predicted_peak(run, rows)
     settings = [measure("as configured")]
@@ -188,20 +204,19 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
     return {"algorithm": "magrpo", "rows": len(rows), "k": k, **settings[0], "predicted_peak_gib": predicted, "settings": settings}
 
 
-def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
+def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dpo: bool) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
+    """Per train row: one preference collection (target and current-copy comparator candidates, the same weights),
+    timed apart from its task reward, and with `dpo` the joint DPO updates over the row's pairs in batches of
+    `algorithm.train_batch_size`. A warm-up row, then `--buffers` measured rows: (their phases, (row, pairs))."""
     train = list(run.data.split.train)
     settings = PreferenceSettings.from_config(run.algorithm)
-    layout = project_actors(cfg)
     device = layout.actors[0].device
     score = TimedScore()
     batch_size = int(cfg.algorithm.preference_generation_batch_size)
     target = PolicySource(layout, batch_size)
     comparator = PolicySource(layout, batch_size)  # the current copy: the same weights at an iteration's start
     train_batch = int(cfg.algorithm.train_batch_size)
-    measured = []
-    predicted = predicted_peak(run, [train[index % len(train)] for index in range(1 + args.buffers)])
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    measured, collected = [], []
     for index in range(1 + args.buffers):
         row = train[index % len(train)]
         score.seconds = 0.0
@@ -213,32 +228,107 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
         )
         batch = collection.batch
         update = 0.0
-        for start in range(0, len(batch), train_batch):
+        for start in range(0, len(batch), train_batch) if dpo else ():
             chunk = dataclasses.replace(batch, pairs=batch.pairs[start : start + train_batch])
             seconds, _ = timed(device, lambda: joint_dpo_update(layout, chunk, float(cfg.algorithm.dpo_beta)))
             update += seconds
         if index:
-            measured.append(
-                {"collection": collecting - score.seconds, "reward": score.seconds, "update": update, "pairs": len(batch)}
-            )
+            phases = {"collection": collecting - score.seconds, "reward": score.seconds, "pairs": len(batch)}
+            measured.append({**phases, "update": update} if dpo else phases)
+            collected.append((row, batch))
         print(f"row {row.source_index}{' (warm-up)' if not index else ''}: {len(batch)} pairs, {collecting + update:.1f} s", flush=True)
+    target.close()
+    comparator.close()
+    return measured, collected
+
+
+def per_row(measured: list[dict[str, Any]], phases: tuple[str, ...]) -> dict[str, float]:
+    means = {phase: statistics.fmean(m[phase] for m in measured) for phase in phases}
+    return {**means, "total": sum(means.values())}
+
+
+def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    layout = project_actors(cfg)
+    device = layout.actors[0].device
+    train = list(run.data.split.train)
+    settings = PreferenceSettings.from_config(run.algorithm)
+    predicted = predicted_peak(run, [train[index % len(train)] for index in range(1 + args.buffers)])
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    measured, _ = collected_rows(cfg, run, layout, args, dpo=True)
     pairs = statistics.fmean(m["pairs"] for m in measured)
-    per_row = {phase: statistics.fmean(m[phase] for m in measured) for phase in ("collection", "reward", "update")}
+    row = per_row(measured, ("collection", "reward", "update"))
     iterations = int(cfg.algorithm.get("num_iterations", 1))
-    projected = iterations * len(train) * sum(per_row.values())
     result = {
         "algorithm": "madpo_iter",
         "candidates_per_row": settings.num_candidates + settings.comparator_num_candidates,
         "pairs_per_row": pairs,
-        "s_per_row": {**per_row, "total": sum(per_row.values())},
-        "update_s_per_pair": per_row["update"] / pairs if pairs else None,
+        "s_per_row": row,
+        "update_s_per_pair": row["update"] / pairs if pairs else None,
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
         "predicted_peak_gib": predicted,
-        "projected_hours": projected / 3600,
-        "projection": f"{iterations} iterations x {len(train)} train rows",
+        "projected_hours": iterations * PAPER_TRAIN_ROWS * row["total"] / 3600,
+        "projection": f"{iterations} iterations x {PAPER_TRAIN_ROWS} train rows (the paper's; {len(train)} loaded)",
     }
-    target.close()
-    comparator.close()
+    layout.close()
+    return result
+
+
+def marlhf_iter_phases(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    """Collection per row, the reward model's build and fit per pair, and the online env step on its scores."""
+    layout = project_actors(cfg)
+    device = layout.actors[0].device
+    train = list(run.data.split.train)
+    algorithm = cfg.algorithm
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    measured, collected = collected_rows(cfg, run, layout, args, dpo=False)
+    comparisons = [
+        PreferenceText(joint_text(list(p.winner.texts), layout.prompts(row)), joint_text(list(p.loser.texts), layout.prompts(row)))
+        for row, batch in collected for p in batch
+    ]
+    if not comparisons:
+        raise SystemExit("the measured rows gave no preference pair (every candidate tied): measure more rows (--buffers)")
+    reward_device = torch.device(str(algorithm.reward_model_device))
+    load_base = base_loader(algorithm.get("reward_model_name"), instantiate(cfg.model, _partial_=True))
+    with layout.all_on_cpu():  # as a run fits: both actors parked
+        build, reward_model = timed(reward_device, lambda: build_reward_model(
+            load_base, device=reward_device, max_length=int(algorithm.reward_max_length),
+            freeze_backbone=bool(algorithm.reward_freeze_backbone),
+            gradient_checkpointing=bool(cfg.hardware.gradient_checkpointing), seed=int(cfg.seed),
+        ))
+        settings = RewardFitSettings(float(algorithm.reward_learning_rate), 1, int(algorithm.reward_train_batch_size), int(cfg.seed))
+        fit, _ = timed(reward_device, lambda: fit_reward_model(reward_model, comparisons, settings))
+    print(f"reward model: built in {build:.1f} s, fitted on {len(comparisons)} pairs in {fit:.1f} s", flush=True)
+    k = int(algorithm.num_generations)
+    rows = train[: int(algorithm.rollout_buffer_size)]
+    score = TimedScore(lambda row, pairs, config: learned_rewards(reward_model, layout.prompts(row), pairs))
+    sampler = JointRolloutSampler(layout, run.reward_config, score=score, parallel=layout.parallel)
+    online = online_buffers(layout, sampler, score, rows, k, args.buffers, "online, learned reward")
+    sampler.close()
+    row = per_row(measured, ("collection", "reward"))
+    pairs = statistics.fmean(m["pairs"] for m in measured)
+    fit_per_pair = fit / len(comparisons) * int(algorithm.reward_num_train_epochs)
+    iterations = int(algorithm.get("num_iterations", 1))
+    epochs = int(algorithm.num_train_epochs)
+    seconds = {  # the paper's run, per phase
+        "collection": iterations * PAPER_TRAIN_ROWS * row["total"],
+        "reward_model": iterations * (build + PAPER_TRAIN_ROWS * pairs * fit_per_pair),
+        "online": iterations * epochs * PAPER_TRAIN_ROWS * k * online["s_per_env_step"]["total"],
+    }
+    result = {
+        "algorithm": str(algorithm.name),
+        "candidates_per_row": run.algorithm.preference_num_candidates + run.algorithm.comparator_candidates,
+        "pairs_per_row": pairs,
+        "s_per_row": row,
+        "reward_model": {"build_s": build, "fit_s_per_pair": fit_per_pair, "pairs": len(comparisons)},
+        "s_per_env_step": online["s_per_env_step"],
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "projected_hours_by_phase": {phase: value / 3600 for phase, value in seconds.items()},
+        "projected_hours": sum(seconds.values()) / 3600,
+        "projection": f"{iterations} iterations x ({PAPER_TRAIN_ROWS} train rows collected, a refit, {epochs} epochs x "
+        f"{PAPER_TRAIN_ROWS} rows x K={k} online; the paper's rows, {len(train)} loaded)",
+    }
     layout.close()
     return result
 
@@ -281,10 +371,29 @@ def format_madpo_iter(r: dict[str, Any]) -> str:
     )
 
 
+def format_marlhf_iter(r: dict[str, Any]) -> str:
+    s, rm, online = r["s_per_row"], r["reward_model"], r["s_per_env_step"]
+    peak = "n/a" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
+    hours = r["projected_hours_by_phase"]
+    return "\n".join(
+        [
+            f"MARLHF-iter ({r['candidates_per_row']} joint candidates and {r['pairs_per_row']:.1f} pairs per train row)",
+            "| collection s / row | reward s / row | reward model build s | fit s / pair | online s / env step "
+            "(generation, reward, update) | peak GiB |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {s['collection']:.1f} | {s['reward']:.2f} | {rm['build_s']:.1f} | {rm['fit_s_per_pair']:.2f} | "
+            f"{online['total']:.3f} ({online['generation']:.3f}, {online['reward']:.3f}, {online['update']:.3f}) | {peak} |",
+            "",
+            f"projected run: {r['projected_hours']:.2f} h (collection {hours['collection']:.2f} h, reward model "
+            f"{hours['reward_model']:.2f} h, online {hours['online']:.2f} h) for {r['projection']}",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithm", choices=("magrpo", "madpo_iter"), default="magrpo")
-    parser.add_argument("--buffers", type=int, default=1, help="measured buffers (MAGRPO) or rows (MADPO-iter)")
+    parser.add_argument("--algorithm", choices=("magrpo", "madpo_iter", "marlhf_iter"), default="magrpo")
+    parser.add_argument("--buffers", type=int, default=1, help="measured buffers (MAGRPO) or rows (preference collection; MARLHF-iter's online buffers too)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument(
         "--variant", action="append", default=[],
@@ -298,16 +407,19 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.variant:  # checked before any model loads
         parse_variant(text)
     if args.variant and args.algorithm != "magrpo":
-        raise SystemExit("--variant measures MAGRPO buffers; it does not apply to --algorithm madpo_iter")
+        raise SystemExit(f"--variant measures MAGRPO buffers; it does not apply to --algorithm {args.algorithm}")
     cfg = compose_config([f"algorithm={args.algorithm}", *args.overrides], args.device)
     run = Run(cfg, run_dir=str(REPO_ROOT / "outputs" / "bench_train_step"))
     started = time.perf_counter()
     if args.algorithm == "magrpo":
         result = magrpo_buffers(cfg, run, args)
         table = format_magrpo(result)
-    else:
+    elif args.algorithm == "madpo_iter":
         result = madpo_iter_rows(cfg, run, args)
         table = format_madpo_iter(result)
+    else:
+        result = marlhf_iter_phases(cfg, run, args)
+        table = format_marlhf_iter(result)
     print(f"\nmodel {cfg.model.name}, {time.perf_counter() - started:.0f} s in all\n")
     print(table)
     if args.json:

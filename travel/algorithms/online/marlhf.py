@@ -101,6 +101,27 @@ class MARLHFIterConfig(IterativeOptions, MARLHFConfig):
             )
 
 
+def base_loader(name: Optional[str], model_factory: Optional[Callable[..., Any]]) -> Callable[[], tuple[Any, Any]]:
+    """What a fresh reward model is built from: `algorithm.reward_model_name` (a hub id or local directory), or with
+    null the actors' base model from `model_factory`, loaded on the CPU."""
+    if name:
+        return lambda: load_pretrained_base(str(name))
+    if model_factory is None:
+        raise ValueError("algorithm.reward_model_name=null uses the actors' base model, but no model factory was given")
+
+    def load_actor_base() -> tuple[Any, Any]:
+        loaded = model_factory(device="cpu", gradient_checkpointing=False)
+        return loaded.model, loaded.tokenizer
+
+    return load_actor_base
+
+
+def learned_rewards(reward_model: JointRewardModel, prompts: Sequence[str], pairs: Sequence[Sequence[str]]) -> list[RewardResult]:
+    """The reward model's scores of joint actions (role-action pairs) under the policies' `prompts`, as rewards."""
+    scores = reward_model.score_texts([joint_text(list(pair), prompts) for pair in pairs])
+    return [RewardResult(reward=score, metrics={}, backend="learned_reward_model") for score in scores]
+
+
 class MARLHFTrainer:
     """Collect once, fit the reward model once, then the MAGRPO online phase on the learned reward. `algorithm`
     is the typed config, or a mapping of its options."""
@@ -166,7 +187,7 @@ class MARLHFTrainer:
         self.reward_max_length = config.reward_max_length
         self.freeze_backbone = config.reward_freeze_backbone
         self.gradient_checkpointing = bool(gradient_checkpointing)
-        self.load_reward_base = reward_base_loader or self._base_loader(config.reward_model_name, model_factory)
+        self.load_reward_base = reward_base_loader or base_loader(config.reward_model_name, model_factory)
         self.reward_model: Optional[JointRewardModel] = None
         self.checkpoints, self.resume, self.stop = checkpoints, resume, stop
         # training rollouts only: the evaluator keeps the task-reward sampler it was built with
@@ -178,19 +199,6 @@ class MARLHFTrainer:
             rows_per_call=getattr(sampler, "rows_per_call", None),
         )
 
-    @staticmethod
-    def _base_loader(name: Optional[str], model_factory: Optional[Callable[..., Any]]) -> Callable[[], tuple[Any, Any]]:
-        if name:
-            return lambda: load_pretrained_base(str(name))
-        if model_factory is None:
-            raise ValueError("algorithm.reward_model_name=null uses the actors' base model, but no model factory was given")
-
-        def load_actor_base() -> tuple[Any, Any]:
-            loaded = model_factory(device="cpu", gradient_checkpointing=False)
-            return loaded.model, loaded.tokenizer
-
-        return load_actor_base
-
     # -- the learned reward -----------------------------------------------------------------------------------
 
     def learned_scores(self, row: "TravelRow", pairs: list[tuple[str, str]], config: Any = None) -> list["RewardResult"]:
@@ -198,9 +206,7 @@ class MARLHFTrainer:
 
         if self.reward_model is None:
             raise RuntimeError("the online phase scored a rollout before the reward model was fitted")
-        prompts = self.actors.prompts(row)
-        scores = self.reward_model.score_texts([joint_text(list(pair), prompts) for pair in pairs])
-        return [RewardResult(reward=score, metrics={}, backend="learned_reward_model") for score in scores]
+        return learned_rewards(self.reward_model, self.actors.prompts(row), pairs)
 
     def comparisons(self, pairs: "PreferenceBatch") -> list[PreferenceText]:
         out = []
