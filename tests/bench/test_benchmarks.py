@@ -92,10 +92,12 @@ def test_update_benchmark_times_every_layout_on_the_same_weights(tmp_path, capsy
 
 TRAIN_STEP_OPTIONS = {
     "magrpo": ["algorithm.rollout_buffer_size=1", "algorithm.num_generations=2"],
-    "madpo_iter": ["algorithm.preference_num_candidates=2", "algorithm.preference_generation_batch_size=2"],
+    "madpo_iter": ["algorithm.preference_num_candidates=2", "algorithm.preference_generation_batch_size=2",
+                   "curriculum.train_per_cell=2"],
     # catalog values: the random model's candidates then differ in reward, so the comparisons give pairs to fit on
     "marlhf_iter": ["generation.values=catalog", "algorithm.preference_num_candidates=3",
-                    "algorithm.preference_generation_batch_size=3", "algorithm.rollout_buffer_size=1", "algorithm.num_generations=2"],
+                    "algorithm.preference_generation_batch_size=3", "algorithm.rollout_buffer_size=1", "algorithm.num_generations=2",
+                    "curriculum.train_per_cell=2"],
 }
 
 
@@ -115,8 +117,10 @@ def test_train_step_benchmark_times_each_phase_and_projects_the_run(tmp_path, ca
     assert phases["generation" if algorithm == "magrpo" else "collection"] > 0 and phases["reward"] > 0
     assert result["projected_hours"] > 0
     assert "projected" in capsys.readouterr().out
-    if algorithm != "magrpo":  # the paper's 60 train rows, whatever the benchmark loaded
-        assert "60 train rows" in result["projection"]
+    if algorithm != "magrpo":  # the paper's 60 train rows, whatever the benchmark loaded (here fewer)
+        assert "60 train rows" in result["projection"] and "60 loaded" not in result["projection"]
+    if algorithm == "madpo_iter":
+        assert result["projected_hours"] == pytest.approx(6 * 60 * phases["total"] / 3600)  # 6 iterations
     if algorithm == "marlhf_iter":
         online, model = result["s_per_env_step"], result["reward_model"]
         assert online["reward"] > 0 and online["update"] > 0 and model["fit_s_per_pair"] > 0 and model["pairs"] >= 1
