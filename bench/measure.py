@@ -102,3 +102,47 @@ def time_step(device: torch.device, step, repeat: int) -> float:
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / repeat
+
+
+class DecoderCalls:
+    """Records every `generate` call of the given structured decoders while active: its wall seconds (the GPU's
+    queued work included), the decoder's own phases (`last_phases`: weights, prefill, decode steps), its decode
+    steps and candidates. `totals()` sums them, so that a caller can tell the steps from everything around them."""
+
+    def __init__(self, decoders: Any):
+        self.decoders = list(dict.fromkeys(decoders))  # one decoder may serve several callers
+        self.calls: list[dict[str, Any]] = []
+
+    def __enter__(self) -> "DecoderCalls":
+        for decoder in self.decoders:
+            decoder.generate = self._recorded(decoder, decoder.generate)  # the instance's attribute shadows the method
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for decoder in self.decoders:
+            del decoder.generate
+
+    def _recorded(self, decoder: Any, generate: Callable[..., Any]) -> Callable[..., Any]:
+        def call(requests: Any, num_candidates: int, *args: Any, **kwargs: Any) -> Any:
+            device = next(decoder.model.parameters()).device
+            synchronize(device)
+            started = time.perf_counter()
+            out = generate(requests, num_candidates, *args, **kwargs)
+            synchronize(device)
+            self.calls.append({
+                "seconds": time.perf_counter() - started,
+                "phases": decoder.last_phases.seconds(),
+                "steps": decoder.last_decode_steps,
+                "candidates": num_candidates * len(out),
+            })
+            return out
+
+        return call
+
+    def totals(self) -> dict[str, float]:
+        """Over the recorded calls: calls, seconds, weights, prefill, decode (the steps), steps, and `other`: the
+        calls' seconds outside those phases (requests, masks, turning tokens into candidates)."""
+        phases = {name: sum(c["phases"].get(name, 0.0) for c in self.calls) for name in ("weights", "prefill", "decode")}
+        seconds = sum(c["seconds"] for c in self.calls)
+        return {"calls": len(self.calls), "seconds": seconds, **phases, "steps": sum(c["steps"] for c in self.calls),
+                "other": seconds - sum(phases.values())}

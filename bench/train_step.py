@@ -15,6 +15,9 @@ comparator's, the same weights), then joint DPO updates over the row's pairs in 
 (the actors parked on the CPU, as a run does) and fitted on the measured rows' pairs, timed per pair; then
 MAGRPO buffers scored by that reward model (online env steps).
 
+For both preference algorithms a second table says where a collection row's seconds go: the decoder calls (their
+weight refresh, prefills, decode steps and the rest of each call) and the collection outside them.
+
 Every projection uses the paper's row count, 60 train rows (and the config's iterations, epochs and K),
 whatever rows the benchmark loads, and says so: the paper's runs are the reference a figure is set against.
 
@@ -31,6 +34,7 @@ in its row.
     python bench/train_step.py --variant offload_inactive_actor=false,gradient_checkpointing=false
     python bench/train_step.py --algorithm madpo_iter --buffers 2
     python bench/train_step.py --algorithm marlhf_iter --buffers 2
+    python bench/train_step.py --algorithm madpo_iter --profile  # and one more row under torch.profiler
     python bench/train_step.py model=tiny_random hardware=cpu data=synthetic --device cpu algorithm.rollout_buffer_size=2
 """
 
@@ -50,7 +54,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch
 from hydra.utils import instantiate
-from bench.measure import synchronize
+from bench.measure import DecoderCalls, profile_call, synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
 from travel.agents.models import checkpoint_first_layers, decoder_layers, set_activation_checkpointing
 from travel.algorithms.online.magrpo import BufferSample, group_advantages, value_loss_step
@@ -217,15 +221,14 @@ def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dp
     comparator = PolicySource(layout, batch_size)  # the current copy: the same weights at an iteration's start
     train_batch = int(cfg.algorithm.train_batch_size)
     measured, collected = [], []
+    def collect(row: Any) -> Any:
+        return collect_preferences([row], target, settings, comparator=comparator, reward_config=run.reward_config, score=score)
+
     for index in range(1 + args.buffers):
         row = train[index % len(train)]
         score.seconds = 0.0
-        collecting, collection = timed(
-            device,
-            lambda: collect_preferences(
-                [row], target, settings, comparator=comparator, reward_config=run.reward_config, score=score
-            ),
-        )
+        with DecoderCalls(actor.decoder for actor in layout.actors) as calls:
+            collecting, collection = timed(device, lambda: collect(row))
         batch = collection.batch
         update = 0.0
         for start in range(0, len(batch), train_batch) if dpo else ():
@@ -233,10 +236,15 @@ def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dp
             seconds, _ = timed(device, lambda: joint_dpo_update(layout, chunk, float(cfg.algorithm.dpo_beta)))
             update += seconds
         if index:
-            phases = {"collection": collecting - score.seconds, "reward": score.seconds, "pairs": len(batch)}
+            decoding = calls.totals()
+            profile = {**decoding, "outside": collecting - score.seconds - decoding["seconds"]}
+            phases = {"collection": collecting - score.seconds, "reward": score.seconds, "pairs": len(batch), "profile": profile}
             measured.append({**phases, "update": update} if dpo else phases)
             collected.append((row, batch))
         print(f"row {row.source_index}{' (warm-up)' if not index else ''}: {len(batch)} pairs, {collecting + update:.1f} s", flush=True)
+    if args.profile:  # one more row under torch.profiler: the top operators, and the GPU's kernel time against the wall
+        wall, kernels = profile_call(device, lambda: collect(train[(1 + args.buffers) % len(train)]))
+        print(f"profiled collection row: {wall:.1f} s, of which GPU kernels {kernels:.1f} s ({kernels / wall:.0%} busy)", flush=True)
     target.close()
     comparator.close()
     return measured, collected
@@ -245,6 +253,26 @@ def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dp
 def per_row(measured: list[dict[str, Any]], phases: tuple[str, ...]) -> dict[str, float]:
     means = {phase: statistics.fmean(m[phase] for m in measured) for phase in phases}
     return {**means, "total": sum(means.values())}
+
+
+def collection_profile(measured: list[dict[str, Any]]) -> dict[str, float]:
+    """Where a collection row's seconds go, the mean over the measured rows (DecoderCalls.totals, plus `outside`:
+    the collection outside the decoder calls and the task reward)."""
+    return {key: statistics.fmean(m["profile"][key] for m in measured) for key in measured[0]["profile"]}
+
+
+def format_collection_profile(p: dict[str, float]) -> str:
+    per_step = f"{1000 * p['decode'] / p['steps']:.2f}" if p["steps"] else "n/a"
+    return "\n".join(
+        [
+            "Where a collection row's seconds go (mean per row; the reward apart)",
+            "| decoder calls | in the calls s | weights s | prefill s | decode steps s | steps | ms / step | rest of the calls s "
+            "| outside the calls s |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {p['calls']:.0f} | {p['seconds']:.2f} | {p['weights']:.2f} | {p['prefill']:.2f} | {p['decode']:.2f} | "
+            f"{p['steps']:.0f} | {per_step} | {p['other']:.2f} | {p['outside']:.2f} |",
+        ]
+    )
 
 
 def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, Any]:
@@ -265,6 +293,7 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
         "pairs_per_row": pairs,
         "s_per_row": row,
         "update_s_per_pair": row["update"] / pairs if pairs else None,
+        "collection_profile": collection_profile(measured),
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
         "predicted_peak_gib": predicted,
         "projected_hours": iterations * PAPER_TRAIN_ROWS * row["total"] / 3600,
@@ -321,6 +350,7 @@ def marlhf_iter_phases(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str
         "candidates_per_row": run.algorithm.preference_num_candidates + run.algorithm.comparator_candidates,
         "pairs_per_row": pairs,
         "s_per_row": row,
+        "collection_profile": collection_profile(measured),
         "reward_model": {"build_s": build, "fit_s_per_pair": fit_per_pair, "pairs": len(comparisons)},
         "s_per_env_step": online["s_per_env_step"],
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
@@ -395,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithm", choices=("magrpo", "madpo_iter", "marlhf_iter"), default="magrpo")
     parser.add_argument("--buffers", type=int, default=1, help="measured buffers (MAGRPO) or rows (preference collection; MARLHF-iter's online buffers too)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    parser.add_argument("--profile", action="store_true",
+                        help="preference algorithms: one more collection row under torch.profiler (top operators, GPU busy)")
     parser.add_argument(
         "--variant", action="append", default=[],
         help="MAGRPO: after the configured setting, measure again (with a warm-up where checkpointing or the prefix kernel "
@@ -416,10 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         table = format_magrpo(result)
     elif args.algorithm == "madpo_iter":
         result = madpo_iter_rows(cfg, run, args)
-        table = format_madpo_iter(result)
+        table = format_madpo_iter(result) + "\n\n" + format_collection_profile(result["collection_profile"])
     else:
         result = marlhf_iter_phases(cfg, run, args)
-        table = format_marlhf_iter(result)
+        table = format_marlhf_iter(result) + "\n\n" + format_collection_profile(result["collection_profile"])
     print(f"\nmodel {cfg.model.name}, {time.perf_counter() - started:.0f} s in all\n")
     print(table)
     if args.json:
