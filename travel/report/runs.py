@@ -7,7 +7,8 @@ the others have none) with the central teacher marked, and the actor layout. A r
 error and never enters a mean.
 
 The fixed-anchor curve is the run's eval/* records in `metrics.jsonl` (the first at env step 0 before any
-update, the last the terminal evaluation's first panel), so initial and final are its first and last points.
+update, the last the terminal evaluation's first panel), so initial and final are its first and last points; its
+train/* records are kept as series for the diagnostics table (travel/report/diagnostics.py).
 `run.json` (travel/checkpoint/run_dir.py) gives its command, card and device minutes, summed over its segments.
 """
 
@@ -51,6 +52,7 @@ class RunSummary:
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)  # (env_step, eval/* without the prefix)
     held_out: dict[str, Any] = field(default_factory=dict)  # eval_final.json's held-out groups (held_out_eval)
     segments: list[dict[str, Any]] = field(default_factory=list)  # run.json: one per start of the run
+    series: dict[str, list[float]] = field(default_factory=dict)  # train/* records without the prefix, in log order
 
     @property
     def device_minutes(self) -> Optional[float]:
@@ -120,10 +122,12 @@ def group_of(config: dict[str, Any], where: Path, iterative: Optional[set[str]] 
     return Group(algorithm, comparator, layout, values)
 
 
-def read_curve(metrics: Path) -> list[tuple[int, dict[str, float]]]:
-    curve = []
+def read_metrics(metrics: Path) -> tuple[list[tuple[int, dict[str, float]]], dict[str, list[float]]]:
+    """The fixed-anchor curve ((env_step, eval/* without the prefix) per evaluation) and the train/* series."""
+    curve: list[tuple[int, dict[str, float]]] = []
+    series: dict[str, list[float]] = {}
     if not metrics.is_file():
-        return curve
+        return curve, series
     for number, line in enumerate(metrics.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -134,7 +138,10 @@ def read_curve(metrics: Path) -> list[tuple[int, dict[str, float]]]:
         if "eval/reward" in record:
             values = {k[len("eval/"):]: float(v) for k, v in record.items() if k.startswith("eval/") and isinstance(v, (int, float))}
             curve.append((int(record["env_step"]), values))
-    return curve
+        for key, value in record.items():
+            if key.startswith("train/") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                series.setdefault(key[len("train/"):], []).append(float(value))
+    return curve, series
 
 
 def read_run(path: Path, iterative: Optional[set[str]] = None) -> Optional[RunSummary]:
@@ -149,15 +156,17 @@ def read_run(path: Path, iterative: Optional[set[str]] = None) -> Optional[RunSu
         return None
     status_file = path / "status"
     lines = status_file.read_text(encoding="utf-8").splitlines() if status_file.is_file() else []
+    curve, series = read_metrics(path / "metrics.jsonl")
     return RunSummary(
         path=path,
         group=group_of(config, path, iterative),
         seed=int(config["seed"]),
         status=lines[0] if lines else "no status",
         error=" ".join(lines[1:2]),
-        curve=read_curve(path / "metrics.jsonl"),
+        curve=curve,
         held_out=read_held_out(path / "eval_final.json"),
         segments=read_segments(path / "run.json"),
+        series=series,
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from travel.logging.report import MAIN_TABLE_METRICS
+from travel.report.diagnostics import diagnostics_markdown
 from travel.report.runs import Group, RunSummary
 
 # The Markdown group table's columns (every main metric is in the CSV files).
@@ -173,6 +174,7 @@ def markdown(runs: Sequence[RunSummary], rows: Sequence[GroupRow]) -> str:
         command = f"`{run.command}`" if run.command else "n/a"
         lines.append(f"| {run.path.name} | {run.group.label()} | {run.seed} | {a:.4f} | {b:.4f} | {b - a:+.4f} "
                      f"| {run.devices} | {minutes} | {command} |")
+    lines += diagnostics_markdown(runs)
     incomplete = [r for r in runs if not r.complete]
     lines += ["", "## Incomplete runs (in no mean)", ""]
     if incomplete:
