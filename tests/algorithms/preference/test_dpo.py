@@ -20,6 +20,7 @@ from travel.algorithms.preference.dpo import (
     role_logprobs,
 )
 from travel.algorithms.preference.batch import (
+    CENTRALIZED_JOINT,
     DECENTRALIZED,
     TARGET,
     CandidateRef,
@@ -235,3 +236,36 @@ def test_a_sequence_without_value_tokens_contributes_nothing():
 def test_an_empty_batch_is_refused():
     with pytest.raises(ValueError, match="at least one pair"):
         joint_dpo_update(Group([]), PreferenceBatch(DECENTRALIZED), BETA, written_out)
+
+
+def joint_batch(num_pairs=3, seed=0):
+    """A batch of the joint actor's pairs: one token sequence per candidate, one prompt per row."""
+    two = preference_batch(num_pairs, seed)
+    pairs = tuple(
+        PreferencePair(p.row_index, p.winner_ref, p.loser_ref, JointCandidate(p.winner.texts, p.winner.sequences[:1]),
+                       JointCandidate(p.loser.texts, p.loser.sequences[:1]), p.winner_reward, p.loser_reward, p.candidate_mean)
+        for p in two
+    )
+    return PreferenceBatch(CENTRALIZED_JOINT, pairs, {row: ids[:1] for row, ids in two.prompts.items()})
+
+
+@pytest.mark.parametrize("logprob", [written_out, packed_logprobs], ids=["written-out", "packed"])
+def test_a_single_policy_updates_in_one_pass_as_the_two_pass_update_does(logprob):
+    """The joint actor's pair coefficient needs only its own delta: one pass with gradients, the same step."""
+    batch = joint_batch(num_pairs=4, seed=7)
+    one_pass = Group([actor(0, 41, lr=0.5, optimizer=torch.optim.SGD)])
+    reference = copy.deepcopy(one_pass.actors[0].model)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.5)
+    # the two-pass form: the deltas without gradients, then the coefficients' weighted backward
+    deltas = [w - l for w, l in role_logprobs(reference, batch, 0, logprob)]
+    accumulate_role_gradients(reference, batch, 0, pair_coefficients(deltas, BETA), logprob)
+    norm = float(torch.nn.utils.get_total_norm([p.grad for p in reference.parameters()]))
+    optimizer.step()
+
+    step = joint_dpo_update(one_pass, batch, BETA, logprob)
+    assert one_pass.calls == 1  # no pass without gradients
+    assert step.loss == pytest.approx(joint_dpo_loss(torch.tensor(deltas, dtype=torch.float64)[:, None], BETA).item(), rel=1e-12)
+    assert step.role_deltas == (math.fsum(deltas) / len(deltas),) and step.grad_norms == pytest.approx((norm,), rel=1e-6)
+    for (name, p), q in zip(one_pass.actors[0].model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-8, msg=name)
+    assert any(float((p - q).detach().abs().sum()) > 0 for p, q in zip(reference.parameters(), build_tiny_random(seed=41).model.parameters()))

@@ -12,7 +12,9 @@ computed without gradients, giving each pair the coefficient
     c = -beta * sigmoid(-beta * sum_r delta_r) / |batch|
 
 (the loss's derivative with respect to that pair's delta, for every role); then each role backpropagates
-c * (logp(w) - logp(l)) one pair at a time and steps its own optimizer. A pair's winner and loser share
+c * (logp(w) - logp(l)) one pair at a time and steps its own optimizer. A single policy (the joint actor) needs
+no pass without gradients: its pair's coefficient depends on that pair's own delta alone, which the forward
+with gradients gives just before its backward. A pair's winner and loser share
 their role's prompt, so by default they run as one packed sequence that carries the prompt once
 (`travel.algorithms.core.losses.shared_prompt_value_logprobs`). The accumulated gradient is
 exactly the full loss's gradient, provided the forward passes are deterministic: the models must have no
@@ -80,7 +82,12 @@ def pair_coefficients(joint_deltas: Sequence[float], beta: float = DEFAULT_BETA)
     size = len(joint_deltas)
     if size == 0:
         raise ValueError("no pairs to compute DPO coefficients for")
-    return [-beta * _sigmoid(-beta * float(delta)) / size for delta in joint_deltas]
+    return [pair_coefficient(delta, size, beta) for delta in joint_deltas]
+
+
+def pair_coefficient(joint_delta: float, batch_size: int, beta: float = DEFAULT_BETA) -> float:
+    """One pair's d loss / d delta in a batch of `batch_size` pairs."""
+    return -beta * _sigmoid(-beta * float(joint_delta)) / batch_size
 
 
 def _sigmoid(x: float) -> float:
@@ -137,6 +144,21 @@ def role_logprobs(
     return out
 
 
+def accumulate_single_policy_gradients(
+    model: Any, batch: "PreferenceBatch", beta: float = DEFAULT_BETA, logprob: GroupLogprob = packed_logprobs
+) -> list[float]:
+    """The single policy's whole DPO gradient in one pass: per pair, the forward with gradients gives the delta,
+    hence the coefficient, then its backward. Returns each pair's delta (before the update)."""
+    deltas = []
+    for pair in batch:
+        winner, loser = _pair_logprobs(model, batch, pair, 0, logprob)
+        deltas.append(float(winner.detach()) - float(loser.detach()))  # as the pass without gradients takes it
+        delta = winner - loser
+        if delta.requires_grad:  # sequences without value tokens have log-prob 0 and no graph
+            (pair_coefficient(deltas[-1], len(batch), beta) * delta).backward()
+    return deltas
+
+
 def accumulate_role_gradients(
     model: Any,
     batch: "PreferenceBatch",
@@ -183,29 +205,41 @@ def joint_dpo_update(
     for actor in actors.actors:
         check_zero_dropout(actor.model, f"agent {actor.agent_id}")
 
-    def detached(actor: Any) -> list[tuple[float, float]]:
-        actor.model.train()
-        return role_logprobs(actor.model, batch, actor.agent_id, logprob)
-
-    per_role = actors.update_each(detached)
-    deltas = [[w - l for w, l in role] for role in per_role]  # roles x pairs
-    joint = [math.fsum(column) for column in zip(*deltas)]
-    coefficients = pair_coefficients(joint, beta)
-
-    def step(actor: Any) -> float:
+    def step(actor: Any, accumulate: Callable[[Any], Any]) -> tuple[Any, float]:
+        """`accumulate(model)` fills the gradient; then the norm is taken and the optimizer steps."""
         actor.model.train()
         actor.optimizer.zero_grad(set_to_none=True)
         try:
-            accumulate_role_gradients(actor.model, batch, actor.agent_id, coefficients, logprob)
+            out = accumulate(actor.model)
             gradients = [p.grad for p in actor.model.parameters() if p.grad is not None]
             grad_norm = float(torch.nn.utils.get_total_norm(gradients)) if gradients else 0.0
             actor.optimizer.step()
         finally:
             actor.optimizer.zero_grad(set_to_none=True)
             actor.model.eval()
-        return grad_norm
+        return out, grad_norm
 
-    grad_norms = actors.update_each(step)
+    if len(actors.actors) == 1:  # one pass: the pair's own delta gives its coefficient
+        ((deltas_0, grad_norm),) = actors.update_each(
+            lambda actor: step(actor, lambda model: accumulate_single_policy_gradients(model, batch, beta, logprob))
+        )
+        deltas, grad_norms = [deltas_0], [grad_norm]
+    else:
+
+        def detached(actor: Any) -> list[tuple[float, float]]:
+            actor.model.train()
+            return role_logprobs(actor.model, batch, actor.agent_id, logprob)
+
+        per_role = actors.update_each(detached)
+        deltas = [[w - l for w, l in role] for role in per_role]  # roles x pairs
+        coefficients = pair_coefficients([math.fsum(column) for column in zip(*deltas)], beta)
+        stepped = actors.update_each(
+            lambda actor: step(
+                actor, lambda model: accumulate_role_gradients(model, batch, actor.agent_id, coefficients, logprob)
+            )
+        )
+        grad_norms = [norm for _, norm in stepped]
+    joint = [math.fsum(column) for column in zip(*deltas)]
     return DPOStep(
         loss=joint_loss_value(joint, beta),
         pairs=len(batch),
