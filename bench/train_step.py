@@ -150,12 +150,11 @@ def predicted_peak(run: Run, rows: list[Any]) -> float | None:
 
 def online_buffers(layout: Any, sampler: Any, score: TimedScore, rows: list[Any], k: int, buffers: int, label: str, warm_up: bool = True) -> dict[str, Any]:
     """A warm-up buffer (`warm_up`), then `buffers` measured ones of `rows` x K joint actions: generation, the
-    reward through `score`, and both policies' MAGRPO update, under the actors' settings now; seconds per env step."""
+    reward through `score`, and both policies' MAGRPO update, under the actors' settings now; seconds per env step,
+    and the peak GPU memory since the caller last reset it."""
     device = layout.actors[0].device
     distinct = tuple(group_advantages([float(j) for j in range(k)]))
     measured = []
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
     for buffer in range(0 if warm_up else 1, 1 + buffers):
         score.seconds = 0.0
         sampling, rollouts = timed(device, lambda: sampler.rollouts(rows, k))
@@ -184,10 +183,13 @@ def magrpo_buffers(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, An
     rows = list(run.data.split.train)[: int(cfg.algorithm.rollout_buffer_size)]
     k = int(cfg.algorithm.num_generations)
     layout = project_actors(cfg)
+    device = layout.actors[0].device
     score = TimedScore()
     sampler = JointRolloutSampler(layout, run.reward_config, score=score, parallel=layout.parallel)
 
     def measure(label: str, warm_up: bool = True) -> dict[str, Any]:
+        if device.type == "cuda":  # each setting's own peak
+            torch.cuda.reset_peak_memory_stats(device)
         measured = online_buffers(layout, sampler, score, rows, k, args.buffers, label, warm_up)
         return {**measured, "projected_hours": measured["s_per_env_step"]["total"] * PAPER_ENV_STEPS / 3600}
 

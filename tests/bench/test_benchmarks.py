@@ -96,8 +96,8 @@ TRAIN_STEP_OPTIONS = {
                    "curriculum.train_per_cell=2"],
     # catalog values: the random model's candidates then differ in reward, so the comparisons give pairs to fit on
     "marlhf_iter": ["generation.values=catalog", "algorithm.preference_num_candidates=3",
-                    "algorithm.preference_generation_batch_size=3", "algorithm.rollout_buffer_size=1", "algorithm.num_generations=2",
-                    "curriculum.train_per_cell=2"],
+                    "algorithm.preference_pairs_per_sample=1", "algorithm.preference_generation_batch_size=3",
+                    "algorithm.rollout_buffer_size=1", "algorithm.num_generations=2", "curriculum.train_per_cell=2"],
 }
 
 

@@ -5,8 +5,8 @@ MAGRPO no advantage (`reward_group_std`), a policy that writes one action K time
 (`distinct_candidate_share`), a collapsed entropy stops exploration, a vanishing gradient norm stops the update,
 and DPO pairs that are already ranked right (`dpo_preference_accuracy` near 1, a large `dpo_joint_delta`) give
 little gradient. Each diagnostic is shown as early -> late: the mean of the first and of the last quarter of its
-records (at least one record each), in the order the run logged them. A run that never logged a diagnostic
-leaves its cell empty; runs are grouped into one table per set of diagnostics they logged (MAGRPO's, DPO's).
+records (at least one record each), in the order the run logged them; a diagnostic logged once shows its value.
+Runs are grouped into one table per set of diagnostics they logged (MAGRPO's, DPO's, MARLHF's).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ computed without gradients, giving each pair the coefficient
 (the loss's derivative with respect to that pair's delta, for every role); then each role backpropagates
 c * (logp(w) - logp(l)) one pair at a time and steps its own optimizer. A single policy (the joint actor) needs
 no pass without gradients: its pair's coefficient depends on that pair's own delta alone, which the forward
-with gradients gives just before its backward. A pair's winner and loser share
-their role's prompt, so by default they run as one packed sequence that carries the prompt once
+with gradients gives just before its backward. A pair's winner and loser share their role's prompt, so by
+default they run as one packed sequence that carries the prompt once
 (`travel.algorithms.core.losses.shared_prompt_value_logprobs`). The accumulated gradient is
 exactly the full loss's gradient, provided the forward passes are deterministic: the models must have no
 active dropout, which `check_zero_dropout` enforces.
