@@ -99,6 +99,9 @@ def check_sweep(tmp_path: Path) -> None:
         report = json.loads((job / "dry_run.json").read_text())
         assert report["env_steps"] == 5040 and report["eval_panels"] == PANELS
         seeds.append(int(next(l for l in (job / "config.yaml").read_text().splitlines() if l.startswith("seed:")).split()[1]))
+        # each job records its own single-run command, not the sweep's nor the launcher worker's command line
+        (segment,) = json.loads((job / "run.json").read_text())["segments"]
+        assert segment["command"] == f"python launch.py mode=dry data=synthetic seed={seeds[-1]}"
     assert seeds == [1, 2]
 
 

@@ -7,6 +7,7 @@ and the budgets on any machine.
 from __future__ import annotations
 
 import json
+import shlex
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -43,6 +44,17 @@ def hydra_run_dir() -> Optional[Path]:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir)
     return None
+
+
+def job_command() -> Optional[str]:
+    """A sweep job's own command, `python launch.py` with the job's overrides (a multirun's command line, or a
+    launcher's worker's, names no single run); None outside a sweep, where the process's command line is the run's."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return shlex.join(["python", "launch.py", *HydraConfig.get().overrides.task])
 
 
 def build(node: Any) -> Any:
@@ -127,7 +139,7 @@ class Run:
 
         claim(self.run_dir, resuming=self.resume is not None)
         try:
-            with recorded(self.run_dir):
+            with recorded(self.run_dir, job_command()):
                 self.save_config()
                 return getattr(self, f"_{self.cfg.mode.name}")()
         except RunInterrupted as interrupted:

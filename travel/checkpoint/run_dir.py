@@ -9,7 +9,8 @@
 - `launch.log`: everything the run prints (stdout and stderr, progress-bar refreshes left out).
 - `run.json`: one segment per start of the run (a resumed run has several): the command, when it started, its
   wall seconds, how it ended and the CUDA devices it used, so that a report can give each run's command, card
-  and device minutes.
+  and device minutes. A job of a sweep records the single run's command (its own overrides), not the sweep's
+  or the launcher's worker's command line.
 """
 
 from __future__ import annotations
@@ -103,10 +104,10 @@ class _Tee:
 
 
 @contextlib.contextmanager
-def recorded(run_dir: str | Path) -> Iterator[None]:
+def recorded(run_dir: str | Path, command: Optional[str] = None) -> Iterator[None]:
     """Status `running` for the body, then `completed`, `stopped` (a requested stop, its checkpoint written) or
     `failed` with the error (re-raised); the body's output is copied into launch.log, and the segment goes to
-    run.json."""
+    run.json with `command` (default: this process's command line)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_status(run_dir, RUNNING)
@@ -129,7 +130,7 @@ def recorded(run_dir: str | Path) -> Iterator[None]:
         finally:
             sys.stdout, sys.stderr = stdout, stderr
             append_segment(run_dir, {
-                "command": shlex.join(["python", *sys.argv]),
+                "command": command or shlex.join(["python", *sys.argv]),
                 "started": started.isoformat(timespec="seconds"),
                 "wall_s": round(time.monotonic() - clock, 1),
                 "ended": ended,
