@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import torch
 
+from travel.generation.model_io import model_device
+
 GIB = 1024**3
 
 
@@ -124,7 +126,7 @@ class DecoderCalls:
 
     def _recorded(self, decoder: Any, generate: Callable[..., Any]) -> Callable[..., Any]:
         def call(requests: Any, num_candidates: int, *args: Any, **kwargs: Any) -> Any:
-            device = next(decoder.model.parameters()).device
+            device = model_device(decoder.model)
             synchronize(device)
             started = time.perf_counter()
             out = generate(requests, num_candidates, *args, **kwargs)

@@ -58,9 +58,9 @@ from bench.measure import DecoderCalls, profile_call, synchronize
 from bench.project import add_project_arguments, compose_config, project_actors
 from travel.agents.models import checkpoint_first_layers, decoder_layers, set_activation_checkpointing
 from travel.algorithms.online.magrpo import BufferSample, group_advantages, value_loss_step
-from travel.algorithms.online.marlhf import base_loader, learned_rewards
+from travel.algorithms.online.marlhf import base_loader, comparison_texts, learned_rewards, reward_fit_settings
 from travel.algorithms.preference.dpo import joint_dpo_update
-from travel.algorithms.preference.reward_model import PreferenceText, RewardFitSettings, build_reward_model, fit_reward_model, joint_text
+from travel.algorithms.preference.reward_model import build_reward_model, fit_reward_model
 from travel.algorithms.preference.collection import PolicySource, PreferenceSettings, collect_preferences
 from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.generation.options import PREFIX_KERNELS
@@ -252,6 +252,12 @@ def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dp
     return measured, collected
 
 
+def collected_candidates(run: Run) -> tuple[int, int]:
+    """A collection row's target and comparator joint candidates."""
+    settings = PreferenceSettings.from_config(run.algorithm)
+    return settings.num_candidates, settings.comparator_num_candidates
+
+
 def per_row(measured: list[dict[str, Any]], phases: tuple[str, ...]) -> dict[str, float]:
     means = {phase: statistics.fmean(m[phase] for m in measured) for phase in phases}
     return {**means, "total": sum(means.values())}
@@ -281,7 +287,6 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
     layout = project_actors(cfg)
     device = layout.actors[0].device
     train = list(run.data.split.train)
-    settings = PreferenceSettings.from_config(run.algorithm)
     predicted = predicted_peak(run, [train[index % len(train)] for index in range(1 + args.buffers)])
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -291,7 +296,7 @@ def madpo_iter_rows(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str, A
     iterations = int(cfg.algorithm.get("num_iterations", 1))
     result = {
         "algorithm": "madpo_iter",
-        "candidates_per_row": settings.num_candidates + settings.comparator_num_candidates,
+        "candidates_per_row": sum(collected_candidates(run)),
         "pairs_per_row": pairs,
         "s_per_row": row,
         "update_s_per_pair": row["update"] / pairs if pairs else None,
@@ -314,10 +319,8 @@ def marlhf_iter_phases(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     measured, collected = collected_rows(cfg, run, layout, args, dpo=False)
-    comparisons = [
-        PreferenceText(joint_text(list(p.winner.texts), layout.prompts(row)), joint_text(list(p.loser.texts), layout.prompts(row)))
-        for row, batch in collected for p in batch
-    ]
+    rows_by_index = {row.source_index: row for row, _ in collected}
+    comparisons = comparison_texts((p for _, batch in collected for p in batch), lambda i: layout.prompts(rows_by_index[i]))
     if not comparisons:
         raise SystemExit("the measured rows gave no preference pair (every candidate tied): measure more rows (--buffers)")
     reward_device = torch.device(str(algorithm.reward_model_device))
@@ -328,8 +331,7 @@ def marlhf_iter_phases(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str
             freeze_backbone=bool(algorithm.reward_freeze_backbone),
             gradient_checkpointing=bool(cfg.hardware.gradient_checkpointing), seed=int(cfg.seed),
         ))
-        settings = RewardFitSettings(float(algorithm.reward_learning_rate), 1, int(algorithm.reward_train_batch_size), int(cfg.seed))
-        fit, _ = timed(reward_device, lambda: fit_reward_model(reward_model, comparisons, settings))
+        fit, _ = timed(reward_device, lambda: fit_reward_model(reward_model, comparisons, reward_fit_settings(run.algorithm, int(cfg.seed))))
     print(f"reward model: built in {build:.1f} s, fitted on {len(comparisons)} pairs in {fit:.1f} s", flush=True)
     k = int(algorithm.num_generations)
     rows = train[: int(algorithm.rollout_buffer_size)]
@@ -339,7 +341,7 @@ def marlhf_iter_phases(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str
     sampler.close()
     row = per_row(measured, ("collection", "reward"))
     pairs = statistics.fmean(m["pairs"] for m in measured)
-    fit_per_pair = fit / len(comparisons) * int(algorithm.reward_num_train_epochs)
+    fit_per_pair = fit / len(comparisons)  # all of algorithm.reward_num_train_epochs
     iterations = int(algorithm.get("num_iterations", 1))
     epochs = int(algorithm.num_train_epochs)
     seconds = {  # the paper's run, per phase
@@ -349,7 +351,7 @@ def marlhf_iter_phases(cfg: Any, run: Run, args: argparse.Namespace) -> dict[str
     }
     result = {
         "algorithm": str(algorithm.name),
-        "candidates_per_row": run.algorithm.preference_num_candidates + run.algorithm.comparator_candidates,
+        "candidates_per_row": sum(collected_candidates(run)),
         "pairs_per_row": pairs,
         "s_per_row": row,
         "collection_profile": collection_profile(measured),

@@ -27,7 +27,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import torch
 
@@ -116,6 +116,26 @@ def base_loader(name: Optional[str], model_factory: Optional[Callable[..., Any]]
     return load_actor_base
 
 
+def reward_fit_settings(config: MARLHFConfig, seed: int) -> RewardFitSettings:
+    """The reward model's fitting options of a MARLHF config (algorithm.reward_*)."""
+    return RewardFitSettings(
+        learning_rate=config.reward_learning_rate,
+        num_epochs=config.reward_num_train_epochs,
+        batch_size=config.reward_train_batch_size,
+        seed=int(seed),
+    )
+
+
+def comparison_texts(pairs: Iterable[Any], prompts_of_row: Callable[[int], Sequence[str]]) -> list[PreferenceText]:
+    """Each pair's winner and loser as reward-model inputs, under the policies' prompts of the pair's row
+    (`prompts_of_row(row_index)`)."""
+    out = []
+    for pair in pairs:
+        prompts = prompts_of_row(pair.row_index)
+        out.append(PreferenceText(joint_text(list(pair.winner.texts), prompts), joint_text(list(pair.loser.texts), prompts)))
+    return out
+
+
 def learned_rewards(reward_model: JointRewardModel, prompts: Sequence[str], pairs: Sequence[Sequence[str]]) -> list[RewardResult]:
     """The reward model's scores of joint actions (role-action pairs) under the policies' `prompts`, as rewards."""
     scores = reward_model.score_texts([joint_text(list(pair), prompts) for pair in pairs])
@@ -177,12 +197,7 @@ class MARLHFTrainer:
         self.epochs_per_iteration = config.num_train_epochs
         self.schedule = online_schedule(algorithm, TrainRows(tuple(train_rows)), self.run.num_iterations * self.epochs_per_iteration)
         self.rows_by_index = {row.source_index: row for row in train_rows}
-        self.fit_settings = RewardFitSettings(
-            learning_rate=config.reward_learning_rate,
-            num_epochs=config.reward_num_train_epochs,
-            batch_size=config.reward_train_batch_size,
-            seed=int(seed),
-        )
+        self.fit_settings = reward_fit_settings(config, seed)
         self.reward_device = config.reward_model_device
         self.reward_max_length = config.reward_max_length
         self.freeze_backbone = config.reward_freeze_backbone
@@ -209,11 +224,7 @@ class MARLHFTrainer:
         return learned_rewards(self.reward_model, self.actors.prompts(row), pairs)
 
     def comparisons(self, pairs: "PreferenceBatch") -> list[PreferenceText]:
-        out = []
-        for pair in pairs:
-            prompts = self.actors.prompts(self.rows_by_index[pair.row_index])
-            out.append(PreferenceText(joint_text(list(pair.winner.texts), prompts), joint_text(list(pair.loser.texts), prompts)))
-        return out
+        return comparison_texts(pairs, lambda index: self.actors.prompts(self.rows_by_index[index]))
 
     def fit(self, pairs: "PreferenceBatch", iteration: int) -> None:
         """Discard any previous reward model, build a fresh one from the base weights and fit it on `pairs`."""
