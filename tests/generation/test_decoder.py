@@ -191,6 +191,44 @@ def test_sampling_with_a_generator_is_reproducible(tiny):
     assert [c.text for c in other] != [c.text for c in runs[0]]
 
 
+@pytest.mark.parametrize("agents, counts, seeds", [((1,), (3, 1), (11, 15)), ((1, 0), (1, 2, 2), (11, 12, 13))])
+def test_random_streams_in_one_call_draw_what_separate_calls_draw(tiny, agents, counts, seeds):
+    """Candidates split among (count, generator) streams are the candidates of one call per stream with that
+    generator alone, and leave each generator in the state those calls leave it in, also where one stream's
+    call would have stopped earlier than another's."""
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, max_new_tokens=200, max_value_tokens=8)
+    batch = [short_request(tiny.tokenizer, agent, 3) for agent in agents]
+    together = decoder.generate(
+        batch, sum(counts), streams=[(c, torch.Generator().manual_seed(s)) for c, s in zip(counts, seeds)]
+    )
+    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    offset, steps = 0, []
+    for count, generator in zip(counts, generators):
+        alone = decoder.generate(batch, count, generator=generator)
+        steps.append(decoder.last_decode_steps)
+        for group, expected in zip(together, alone):
+            assert [c.token_ids.tolist() for c in group[offset : offset + count]] == [
+                c.token_ids.tolist() for c in expected
+            ]
+        offset += count
+    if len(agents) == 1:
+        assert len(set(steps)) > 1, "the streams' own calls should end at different steps"
+    again = [torch.Generator().manual_seed(s) for s in seeds]
+    decoder.generate(batch, sum(counts), streams=list(zip(counts, again)))
+    for used, reference in zip(again, generators):
+        assert torch.equal(used.get_state(), reference.get_state())
+    assert len({c.text for c in together[0]}) > 1
+
+
+def test_random_streams_are_validated(tiny):
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, max_new_tokens=120, max_value_tokens=4)
+    request = short_request(tiny.tokenizer, 0, 3)
+    with pytest.raises(ValueError, match=r"random streams of \[2, 2\] candidates"):
+        decoder.generate([request], 3, streams=[(2, torch.Generator()), (2, torch.Generator())])
+    with pytest.raises(ValueError, match="one of a generator"):
+        decoder.generate([request], 2, generator=torch.Generator(), streams=[(2, torch.Generator())])
+
+
 def test_fill_budget_mode_runs_to_the_token_budget(tiny):
     tokenizer = tiny.tokenizer
     budget = 160

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing import Sequence
+
 import torch
 
 from travel.generation.compiled_forward import CompiledForward
@@ -37,6 +39,42 @@ DONE_CHECK_INTERVAL = 8  # iterations between checks whether every row finished 
 LOOP_GRAPHS = 64
 COMPILED_SELECT = CompiledForward(select, purpose="the decode loop's token choice", recompile_limit=LOOP_GRAPHS)
 COMPILED_ADVANCE = CompiledForward(advance, purpose="the decode loop's state update", recompile_limit=LOOP_GRAPHS)
+
+
+class StreamDraws:
+    """The generator draws of a call whose candidates split among random streams: candidates
+    [offset, offset + count) of every request draw from one generator, in a multinomial over those rows alone, and
+    stop drawing at the done check that finds them all finished. Each generator so draws exactly what a call of
+    `count` candidates per request with it alone would: the same tokens, and the same state after."""
+
+    def __init__(self, streams: Sequence[tuple[int, torch.Generator]], k: int, requests: int, device: torch.device):
+        counts = [count for count, _ in streams]
+        if not counts or any(not isinstance(c, int) or c < 1 for c in counts) or sum(counts) != k:
+            raise ValueError(f"random streams of {counts} candidates: each at least 1, together the call's {k}")
+        for _, generator in streams:
+            if generator.device.type != device.type:
+                raise ValueError(f"a stream's generator is on {generator.device} but the model is on {device}")
+        self.rows: list[torch.Tensor] = []
+        self.generators = [generator for _, generator in streams]
+        offset = 0
+        for count, _ in streams:
+            rows = [request * k + offset + j for request in range(requests) for j in range(count)]
+            self.rows.append(torch.tensor(rows, dtype=torch.long, device=device))
+            offset += count
+        self._host_rows = [rows.cpu() for rows in self.rows]
+        self.live = list(range(len(streams)))
+
+    def __call__(self, probabilities: torch.Tensor) -> torch.Tensor:
+        chosen = torch.zeros(probabilities.shape[0], dtype=torch.long, device=probabilities.device)
+        for stream in self.live:
+            rows = self.rows[stream]
+            draws = torch.multinomial(probabilities[rows], 1, generator=self.generators[stream])
+            chosen[rows] = draws.squeeze(-1)
+        return chosen
+
+    def retire_finished(self, pending: torch.Tensor) -> None:
+        """Stop the streams none of whose rows is `pending` (host (rows,) bools): a call of theirs alone ends here."""
+        self.live = [stream for stream in self.live if bool(pending[self._host_rows[stream]].any())]
 
 
 def jump_width(plans: list[Any]) -> int:
@@ -80,13 +118,15 @@ def decode_loop(
     jump: bool = False,
     compiled: bool = False,
     sort_nucleus: bool = False,
+    streams: StreamDraws | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
     """(tokens, value masks, generated lengths, mean value log-probs or None) of every row, on the CPU, and the
     number of decode steps (forwards after the prefill) the loop ran.
 
     `forward_step(token (rows,), iteration)` (one token per row) or, with `jump`, `forward_step(tokens (rows, W),
     counts (rows,), generated (rows,))` returns the next (rows, vocab) logits; `decoder` gives the settings.
-    `sort_nucleus`: top-p's nucleus by a sort whatever the logits' dtype (the reference the counted one is tested to)."""
+    `sort_nucleus`: top-p's nucleus by a sort whatever the logits' dtype (the reference the counted one is tested to).
+    `streams`: generator draws split among the candidates' random streams, in place of `generator`."""
     rows, vocab = logits.shape
     budget = decoder.max_new_tokens
     width = jump_width(plans) if jump else 1
@@ -97,6 +137,8 @@ def decode_loop(
     # a catalog value is as long as its trie path: no token cap
     value_cap = budget + 1 if decoder.fill_budget or tables.catalog is not None else decoder.max_value_tokens
     draw = "greedy" if greedy else "seeds" if row_seeds is not None else "generator"
+    if streams is not None and draw != "generator":
+        raise ValueError("random streams draw with generators: not with greedy decoding or row seeds")
     settings = LoopSettings(
         budget=budget, value_cap=value_cap, fill_budget=decoder.fill_budget, draw=draw, temperature=decoder.temperature,
         top_p=decoder.top_p, return_logprobs=return_logprobs, jump=jump, pad_token_id=decoder.pad_token_id,
@@ -110,7 +152,12 @@ def decode_loop(
     steps = 0
     for step in range(budget):
         state, legal, drawn = choose(state, tables, settings, logits, row_seeds)
-        chosen = torch.multinomial(drawn, 1, generator=generator).squeeze(-1) if draw == "generator" else drawn
+        if draw != "generator":
+            chosen = drawn
+        elif streams is not None:
+            chosen = streams(drawn)
+        else:
+            chosen = torch.multinomial(drawn, 1, generator=generator).squeeze(-1)
         state, emitted = step_state(state, tables, settings, logits, chosen, legal)
         if jump:
             out_tokens.scatter_(1, emitted.columns, emitted.tokens)
@@ -122,8 +169,15 @@ def decode_loop(
             break
         # Finished rows only emit padding, so checking every few iterations changes no output and spares
         # the GPU from waiting on the CPU after every iteration.
-        if not decoder.fill_budget and (step + 1) % DONE_CHECK_INTERVAL == 0 and not bool((state.mode != DONE).any()):
-            break
+        if not decoder.fill_budget and (step + 1) % DONE_CHECK_INTERVAL == 0:
+            if streams is None:
+                if not bool((state.mode != DONE).any()):
+                    break
+            else:
+                pending = (state.mode != DONE).cpu()
+                if not bool(pending.any()):
+                    break
+                streams.retire_finished(pending)
         logits = forward_step(emitted.tokens, emitted.counts, emitted.before) if jump else forward_step(emitted.tokens, step)
         steps += 1
     if bool((state.mode != DONE).any()):  # unreachable by the budget rule; kept as a loud guard

@@ -25,7 +25,7 @@ import torch
 
 from travel.agents.models import resolve_dtype
 from travel.generation.compiled_forward import prompt_forward
-from travel.generation.decode_loop import decode_loop, jump_width
+from travel.generation.decode_loop import StreamDraws, decode_loop, jump_width
 from travel.generation.kv_cache import merge_prompt_caches, supports_preallocation
 from travel.generation.model_io import (
     EagerDecodeStep,
@@ -200,12 +200,17 @@ class StructuredDecoder:
         return_logprobs: bool = False,
         generator: torch.Generator | None = None,
         seeds: Sequence[int] | None = None,
+        streams: Sequence[tuple[int, torch.Generator]] | None = None,
     ) -> list[list[Candidate]]:
         """`num_candidates` actions per request, in request order.
 
         Sampling randomness: `generator` (a torch.Generator on the model's device; the draws depend on
         the whole batch), or `seeds` (one int per request: candidate j of request i samples from the
-        stream of seed seeds[i] + j, whatever else is in the batch). Neither: torch's global RNG.
+        stream of seed seeds[i] + j, whatever else is in the batch), or `streams`: (count, generator) pairs
+        whose counts sum to `num_candidates`, the next `count` candidates of every request drawn from that
+        generator exactly as a call of `count` candidates with it alone would draw them (so two policies'
+        candidates over the same weights and prompt share one call and one prompt fill). Neither: torch's
+        global RNG.
         """
         requests = [as_request(request) for request in requests]
         if not requests:
@@ -222,7 +227,11 @@ class StructuredDecoder:
         device = model_device(self.model)
         if generator is not None and not greedy and generator.device.type != device.type:
             raise ValueError(f"the generator is on {generator.device} but the model is on {device}")
-        row_seeds = None
+        row_seeds, draws = None, None
+        if streams is not None and not greedy:
+            if generator is not None or seeds is not None:
+                raise ValueError("pass one of a generator, per-request seeds or random streams")
+            draws = StreamDraws(streams, num_candidates, len(requests), device)
         if seeds is not None:
             if generator is not None:
                 raise ValueError("pass either a generator or per-request seeds, not both")
@@ -245,7 +254,7 @@ class StructuredDecoder:
             with torch.inference_mode(), decode_attention(device), compute_autocast(device, autocast_dtype):
                 tokens, masks, lengths, logprobs = self._decode(
                     model, plans, prompt_ids, num_candidates, greedy, return_logprobs, generator, row_seeds, device,
-                    clock, slot_values,
+                    clock, slot_values, draws,
                 )
         finally:
             if was_training:
@@ -333,6 +342,7 @@ class StructuredDecoder:
         device: torch.device,
         clock: PhaseClock,
         slot_values: list[tuple[tuple[str, ...], ...]] | None = None,
+        streams: StreamDraws | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         k = num_candidates
         preallocated = supports_preallocation(new_cache(model))
@@ -379,7 +389,7 @@ class StructuredDecoder:
         with forward_step.attention():
             *outputs, self.last_decode_steps = decode_loop(
                 self, plans, logits, k, greedy, return_logprobs, generator, row_seeds, device, forward_step, slot_values,
-                jump=jump, compiled=compiled, sort_nucleus=self.sort_nucleus,
+                jump=jump, compiled=compiled, sort_nucleus=self.sort_nucleus, streams=streams,
             )
         clock.mark("decode")  # the steps, with the step's set-up and the first step's CUDA-graph capture
         return tuple(outputs)  # type: ignore[return-value]
