@@ -8,8 +8,9 @@ rewards tie. Printed: seconds per env step of each phase, peak GPU memory, and t
 paper's 5,040 online env steps (evaluation not included).
 
 `--algorithm madpo_iter`: per row, one preference collection (target candidates and the current-copy
-comparator's, the same weights), then joint DPO updates over the row's pairs in batches of
-`algorithm.train_batch_size`; printed per row and per pair.
+comparator's, the same weights and a random stream of its own), then joint DPO updates over the row's pairs in
+batches of `algorithm.train_batch_size`; printed per row and per pair. The comparator samples in the target's
+decoder calls; `algorithm.shared_comparator_calls=false` measures it in calls of its own.
 
 `--algorithm marlhf_iter`: the same collection per row; then a fresh reward model built from the base weights
 (the actors parked on the CPU, as a run does) and fitted on the measured rows' pairs, timed per pair; then
@@ -33,6 +34,7 @@ in its row.
     python bench/train_step.py                                   # random_qwen3_4b, 10 rows x K=4, real rows
     python bench/train_step.py --variant offload_inactive_actor=false,gradient_checkpointing=false
     python bench/train_step.py --algorithm madpo_iter --buffers 2
+    python bench/train_step.py --algorithm madpo_iter --buffers 2 algorithm.shared_comparator_calls=false
     python bench/train_step.py --algorithm marlhf_iter --buffers 2
     python bench/train_step.py --algorithm madpo_iter --profile  # and one more row under torch.profiler
     python bench/train_step.py model=tiny_random hardware=cpu data=synthetic --device cpu algorithm.rollout_buffer_size=2
@@ -62,6 +64,8 @@ from travel.algorithms.online.marlhf import base_loader, comparison_texts, learn
 from travel.algorithms.preference.dpo import joint_dpo_update
 from travel.algorithms.preference.reward_model import build_reward_model, fit_reward_model
 from travel.algorithms.preference.collection import PolicySource, PreferenceSettings, collect_preferences
+from travel.algorithms.preference.comparators import Comparator, ComparatorSpec
+from travel.algorithms.preference.loop import comparator_source
 from travel.algorithms.core.rollout import JointRolloutSampler
 from travel.generation.options import PREFIX_KERNELS
 from travel.logging.memory_plan import GIB, MemoryPlan
@@ -220,11 +224,18 @@ def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dp
     score = TimedScore()
     batch_size = int(cfg.algorithm.preference_generation_batch_size)
     target = PolicySource(layout, batch_size)
-    comparator = PolicySource(layout, batch_size)  # the current copy: the same weights at an iteration's start
+    # the current copy (the same weights at an iteration's start) with its own random stream, as the trainer builds
+    # it: on the actors' devices its candidates share the target's decoder calls (algorithm.shared_comparator_calls)
+    devices = [str(actor.device) for actor in layout.actors]
+    spec = ComparatorSpec(name="current_copy", policy="current_copy", devices=tuple(run.comparator_spec.devices or devices))
+    comparator = Comparator(spec, seed=int(cfg.seed), actor_devices=devices)
+    models = [actor.model for actor in layout.actors]
     train_batch = int(cfg.algorithm.train_batch_size)
     measured, collected = [], []
     def collect(row: Any) -> Any:
-        return collect_preferences([row], target, settings, comparator=comparator, reward_config=run.reward_config, score=score)
+        with comparator.collection(1, models) as policies:
+            source = comparator_source(layout, policies, batch_size)
+            return collect_preferences([row], target, settings, comparator=source, reward_config=run.reward_config, score=score)
 
     for index in range(1 + args.buffers):
         row = train[index % len(train)]
@@ -248,7 +259,6 @@ def collected_rows(cfg: Any, run: Run, layout: Any, args: argparse.Namespace, dp
         wall, kernels = profile_call(device, lambda: collect(train[(1 + args.buffers) % len(train)]))
         print(f"profiled collection row: {wall:.1f} s, of which GPU kernels {kernels:.1f} s ({kernels / wall:.0%} busy)", flush=True)
     target.close()
-    comparator.close()
     return measured, collected
 
 

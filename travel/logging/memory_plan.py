@@ -213,7 +213,9 @@ class MemoryPlan:
         if isinstance(algorithm, CollectionOptions):
             batch = algorithm.preference_generation_batch_size
             copies = self._comparator_copies(homes, weights)
-            decode("comparator collection", load.train_prompts[:1], batch, copies)
+            # a comparator sampling in the target's calls adds its generation batch to theirs
+            shared_calls = min(batch, algorithm.comparator_candidates) if self._comparator_shares_calls(homes) else 0
+            decode("comparator collection", load.train_prompts[:1], batch + shared_calls, copies)
             for device in sorted({str(d) for d in self._comparator_devices()} - set(homes)):
                 record("comparator collection", device, {
                     **copies(device),
@@ -237,6 +239,16 @@ class MemoryPlan:
     def _comparator_devices(self) -> tuple[str, ...]:
         spec = self.run.comparator_spec
         return tuple(str(d) for d in spec.devices) if spec.active else ()
+
+    def _comparator_shares_calls(self, homes: list[str]) -> bool:
+        """A current_copy comparator on the actors' own devices samples in their decoder calls
+        (algorithm.shared_comparator_calls; travel/algorithms/preference/collection.py)."""
+        spec, algorithm = self.run.comparator_spec, self.run.algorithm
+        devices = self._comparator_devices()
+        return (
+            bool(getattr(algorithm, "shared_comparator_calls", False)) and spec.active and spec.policy == "current_copy"
+            and spec.generation_mode == "decentralized" and list(devices[: len(homes)]) == homes
+        )
 
     def _comparator_copies(self, homes: list[str], weights: int) -> Callable[[str], dict[str, float]]:
         """The frozen comparator weights on a device: current_copy reuses the actors' weights on their own device

@@ -186,6 +186,9 @@ class IterativeOptions:
     num_iterations: int = 6
     comparator_num_candidates: Optional[int] = None  # None: as many as preference_num_candidates
     comparator_devices: tuple[str, ...] = ("cpu", "cpu")
+    # a current_copy comparator on the actors' devices samples in the target's decoder calls, each from its own
+    # random stream: one prompt fill per call, calls of up to twice preference_generation_batch_size candidates
+    shared_comparator_calls: bool = True
     preference_replay_mode: str = "lambda_decay"
     preference_replay_lambda: Optional[float] = 0.8
     preference_replay_sample_size: Optional[int] = None  # None: the number of new pairs
@@ -202,6 +205,7 @@ class IterativeOptions:
         require_choice(self, "preference_replay_mode", REPLAY_MODES)
         require_optional_int(self, "preference_replay_sample_size", 1)
         require_bool(self, "log_reward_distribution")
+        require_bool(self, "shared_comparator_calls")
         lam = self.preference_replay_lambda
         if lam is not None and (isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= 1.0):
             raise AlgorithmConfigError(f"algorithm.preference_replay_lambda={lam!r}: must be a number in [0, 1] (or null)")

@@ -137,8 +137,12 @@ class PolicySource(JointRolloutSampler):
 
     def sample(self, row: "TravelRow", num_candidates: int) -> list[JointCandidate]:
         (agents,) = self.sample_agents([row], num_candidates)
+        return self.joint_candidates(row, [agent.candidates for agent in agents])
+
+    def joint_candidates(self, row: "TravelRow", per_policy: Sequence[Sequence["Candidate"]]) -> list[JointCandidate]:
+        """Joint candidate k from candidate k of every policy."""
         joint = []
-        for k, candidates in enumerate(zip(*(agent.candidates for agent in agents))):
+        for k, candidates in enumerate(zip(*per_policy)):
             where = f"row {row.source_index}, candidate {k}"
             joint.append(
                 JointCandidate(
@@ -150,6 +154,45 @@ class PolicySource(JointRolloutSampler):
             )
         return joint
 
+    def shares_calls_with(self, comparator: "JointSource") -> bool:
+        """Whether every comparator policy samples through this source's decoder of the same policy (a
+        current_copy comparator on the actors' devices) with a random stream of its own, so that a row's
+        target and comparator candidates can come from the same decoder calls."""
+        if not isinstance(comparator, PolicySource) or comparator.layout is not self.layout:
+            return False
+        return all(
+            getattr(theirs, "decoder", None) is getattr(own, "decoder", False)
+            and getattr(own, "generator", None) is not None
+            and getattr(theirs, "generator", None) not in (None, own.generator)
+            for own, theirs in zip(self.policies, comparator.policies)
+        )
+
+    def sample_with(
+        self, comparator: "PolicySource", row: "TravelRow", num_candidates: int, comparator_candidates: int
+    ) -> tuple[list[JointCandidate], list[JointCandidate]]:
+        """A row's target and comparator candidates from shared decoder calls (`shares_calls_with`): call i of a
+        policy holds the target's i-th generation batch and the comparator's i-th, each drawn from its own
+        random stream, so both are the candidates that separate calls would give, over one prompt fill."""
+        targets, comparators = [], []
+        for own, theirs in zip(self.policies, comparator.policies):
+            request = own.request(row)  # type: ignore[attr-defined]
+            mine = generation_chunks(num_candidates, self.batch_size) if num_candidates else []
+            other = generation_chunks(comparator_candidates, comparator.batch_size) if comparator_candidates else []
+            sampled: tuple[list[Any], list[Any]] = ([], [])
+            for call in range(max(len(mine), len(other))):
+                sizes = (mine[call] if call < len(mine) else 0, other[call] if call < len(other) else 0)
+                generators = (own.generator, theirs.generator)  # type: ignore[attr-defined]
+                streams = [(size, generator) for size, generator in zip(sizes, generators) if size]
+                (candidates,) = own.decoder.generate(  # type: ignore[attr-defined]
+                    [request], sum(sizes), return_logprobs=True, streams=streams
+                )
+                self._check_call(own, row, len(candidates), sum(sizes))
+                sampled[0].extend(candidates[: sizes[0]])
+                sampled[1].extend(candidates[sizes[0] :])
+            targets.append(sampled[0])
+            comparators.append(sampled[1])
+        return self.joint_candidates(row, targets), comparator.joint_candidates(row, comparators)
+
 
 # ---- collection -----------------------------------------------------------------------------------
 
@@ -160,6 +203,7 @@ class PreferenceSettings:
     comparator_num_candidates: int = 0  # 0: no comparator (non-iterative methods)
     pairs_per_sample: int = 6
     pair_selection: str = "reward_gap"
+    shared_comparator_calls: bool = True  # target and comparator candidates in the same decoder calls, where they can
 
     @classmethod
     def from_config(cls, config: Any) -> "PreferenceSettings":
@@ -169,6 +213,7 @@ class PreferenceSettings:
             config.comparator_candidates,
             config.preference_pairs_per_sample,
             config.pair_selection,
+            bool(getattr(config, "shared_comparator_calls", False)),
         )
 
 
@@ -198,6 +243,11 @@ def _scored(row: "TravelRow", candidates: list[JointCandidate], score: ScoreFn, 
     return [float(r.reward) for r in results]
 
 
+def shares_calls(target: JointSource, comparator: Optional[JointSource]) -> bool:
+    """Whether `target` can sample a row's comparator candidates in its own decoder calls (PolicySource.sample_with)."""
+    return isinstance(target, PolicySource) and comparator is not None and target.shares_calls_with(comparator)
+
+
 def collect_row_pairs(
     row: "TravelRow",
     target: JointSource,
@@ -210,11 +260,16 @@ def collect_row_pairs(
 ) -> tuple[list[PreferencePair], list[float], list[float]]:
     """The selected pairs of one row, with the raw rewards of its target and comparator candidates."""
     score = score or _default_score
-    pools = {TARGET: target.sample(row, settings.num_candidates)}
-    if settings.comparator_num_candidates:
-        if comparator is None:
-            raise PreferenceError("comparator candidates requested but no comparator source was given")
-        pools[COMPARATOR] = comparator.sample(row, settings.comparator_num_candidates)
+    if settings.comparator_num_candidates and comparator is None:
+        raise PreferenceError("comparator candidates requested but no comparator source was given")
+    if settings.comparator_num_candidates and settings.shared_comparator_calls and shares_calls(target, comparator):
+        pools = dict(zip((TARGET, COMPARATOR), target.sample_with(  # type: ignore[attr-defined]
+            comparator, row, settings.num_candidates, settings.comparator_num_candidates
+        )))
+    else:
+        pools = {TARGET: target.sample(row, settings.num_candidates)}
+        if settings.comparator_num_candidates:
+            pools[COMPARATOR] = comparator.sample(row, settings.comparator_num_candidates)  # type: ignore[union-attr]
     for pool, expected in ((TARGET, settings.num_candidates), (COMPARATOR, settings.comparator_num_candidates)):
         if len(pools.get(pool, [])) != expected:
             raise PreferenceError(
