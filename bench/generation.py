@@ -22,6 +22,9 @@ Printed: seconds, ms per decode step, generated tokens per second, peak GPU memo
 step divide the whole call, prefill included, by the steps, as for `model.generate`; the decoder's note adds its
 prefill's seconds and its decode steps' alone (`StructuredDecoder.last_phases`: the steps, their set-up and the
 first step's CUDA-graph capture, without the prefill).
+`--draw` picks the sampling randomness: `seeds` (counter-based per candidate, the default), `generator` (one
+torch.Generator, as the trainers' actors draw) or `streams` (the candidates split into two generators' streams, as a
+preference collection's shared target and comparator call draws).
 With `--profile`, one more run of the last step backend goes through torch.profiler: its GPU kernel
 time per step against its wall time per step says whether decoding waits on the GPU (busy near 100%)
 or on the Python loop that feeds it, and the top operators say where the time goes.
@@ -57,6 +60,8 @@ from travel.generation.model_io import decode_attention
 from travel.task.actions import parse_assignments
 from travel.task.prompts import build_role_prompt
 from travel.task.roles import role_capacity
+
+DRAWS = ("seeds", "generator", "streams")
 
 COMPILED_FUNCTIONS = (
     COMPILED_FORWARD, COMPILED_SELECTED_FORWARD, COMPILED_PROMPT_FORWARD, COMPILED_SELECT, COMPILED_ADVANCE
@@ -257,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         "and the baseline until each action's JSON object closes (at most --new-tokens); 'ms / step' is then per "
         "decode step, and the note gives the steps and tokens per action",
     )
+    parser.add_argument(
+        "--draw", choices=DRAWS, default="seeds",
+        help="sampling randomness: per-candidate seeds, one generator (the actors'), or two generators' streams "
+        "splitting the candidates (a shared target and comparator call)",
+    )
     parser.add_argument("--profile", action="store_true", help="profile one more run of the last step backend")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
@@ -336,9 +346,9 @@ def main(argv: list[str] | None = None) -> int:
             # as in a process of its own: a step of another layout compiled first would make this one's sizes and
             # strides dynamic (a slower compile, and slower kernels), which is not what a decode of one kind runs
             torch._dynamo.reset()
-            compile_seconds, _, _ = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
+            compile_seconds, _, _ = measure(device, lambda: sample(decoder, request, args.candidates, args.draw, args.seed, device))
             compile_note = f"; first call (compiles) {compile_seconds:.1f} s"
-        seconds, peak, groups = measure(device, lambda: decoder.generate([request], args.candidates, seeds=[args.seed]))
+        seconds, peak, groups = measure(device, lambda: sample(decoder, request, args.candidates, args.draw, args.seed, device))
         candidates = groups[0]
         lengths = [len(c.token_ids) for c in candidates]
         strict = sum(
@@ -346,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         strict_all = strict_all and strict == len(candidates)
         note = f"{strict}/{len(candidates)} strict; generated {min(lengths)}-{max(lengths)} tokens{compile_note}"
+        note += "" if args.draw == "seeds" else f"; {args.draw} draws"
         if step.compiles:
             failed = [compiled.purpose for compiled in COMPILED_FUNCTIONS if compiled.failed]
             note += f"; torch.compile FAILED for {', '.join(failed)}, which ran uncompiled" if failed else ""
@@ -362,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(results, weights_bytes))
     profiled = None
     if args.profile and specs:
-        profiled = profile_decode(decoder, request, args.candidates, args.seed, device, args.new_tokens)
+        profiled = profile_decode(decoder, request, args.candidates, args.draw, args.seed, device, args.new_tokens)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -372,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                     "prompt_tokens": len(prompt_ids),
                     "new_tokens": args.new_tokens,
                     "candidates": args.candidates,
+                    "draw": args.draw,
                     "weights_bytes": weights_bytes,
                     "profile": profiled,
                     "results": [
@@ -393,10 +405,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if strict_all else 1
 
 
-def profile_decode(decoder: StructuredDecoder, request: DecodeRequest, candidates: int, seed: int, device: torch.device, steps: int):
+def sample(decoder: StructuredDecoder, request: DecodeRequest, candidates: int, draw: str, seed: int, device: torch.device):
+    """One decoder call of `candidates` for `request`, its randomness as `draw` says (fresh generators each call)."""
+    if draw == "seeds":
+        return decoder.generate([request], candidates, seeds=[seed])
+    if draw == "generator":
+        return decoder.generate([request], candidates, generator=torch.Generator(device).manual_seed(seed))
+    if candidates < 2:
+        raise SystemExit("--draw streams splits the candidates into two streams: use --candidates 2 or more")
+    halves = (candidates - candidates // 2, candidates // 2)
+    streams = [(count, torch.Generator(device).manual_seed(seed + part)) for part, count in enumerate(halves)]
+    return decoder.generate([request], candidates, streams=streams)
+
+
+def profile_decode(
+    decoder: StructuredDecoder, request: DecodeRequest, candidates: int, draw: str, seed: int, device: torch.device, steps: int
+):
     """Per decode step: wall ms, GPU kernel ms and the GPU's busy share, for one profiled run; prints the top
     operators by their own time (GPU kernels on CUDA, CPU elsewhere) and the kernel time by kind."""
-    wall, kernels = profile_call(device, lambda: decoder.generate([request], candidates, seeds=[seed]), steps)
+    wall, kernels = profile_call(device, lambda: sample(decoder, request, candidates, draw, seed, device), steps)
     wall_ms, kernel_ms = wall * 1000 / steps, kernels * 1000 / steps
     summary = {"wall_ms_per_step": wall_ms, "kernel_ms_per_step": kernel_ms, "gpu_busy": kernel_ms / wall_ms}
     print(

@@ -12,6 +12,7 @@ import torch
 from bench import (
     actor_offload, decode_loop, generation, matmul_floor, measure, preference_collection, prefix_attention, train_step, update,
 )
+from tests.generation.conftest import short_request
 from travel.agents.models import build_tiny_random
 from travel.generation import StructuredDecoder
 
@@ -36,6 +37,30 @@ def test_generation_benchmark_times_every_method(tmp_path, capsys):
     profiled = json.loads(out.read_text())["profile"]
     assert profiled["wall_ms_per_step"] > 0 and profiled["kernel_ms_per_step"] == 0  # no GPU kernels on the CPU
     assert "profiled run (2 candidates)" in table
+
+
+@pytest.mark.parametrize("draw", ["generator", "streams"])
+def test_generation_benchmark_draws_as_the_trainers_do(tmp_path, draw):
+    out = tmp_path / "generation.json"
+    code = generation.main(
+        ["--model", "tiny_random", "--device", "cpu", "--prompt-tokens", "200", "--new-tokens", "64", "--candidates", "3",
+         "--baseline", "none", "--step-backends", "static", "--draw", draw, "--json", str(out)]
+    )
+    assert code == 0
+    measured = json.loads(out.read_text())
+    assert measured["draw"] == draw and f"{draw} draws" in measured["results"][0]["note"]
+    # the call draws what the trainers' own calls draw: one seeded generator, or two streams splitting the candidates
+    tiny = build_tiny_random(seed=0)
+    decoder = StructuredDecoder(tiny.model, tiny.tokenizer, max_new_tokens=120, max_value_tokens=4)
+    request = short_request(tiny.tokenizer, 1, 3)
+    (drawn,) = generation.sample(decoder, request, 3, draw, 5, torch.device("cpu"))
+    if draw == "generator":
+        (expected,) = decoder.generate([request], 3, generator=torch.Generator().manual_seed(5))
+    else:
+        (first,) = decoder.generate([request], 2, generator=torch.Generator().manual_seed(5))
+        (second,) = decoder.generate([request], 1, generator=torch.Generator().manual_seed(6))
+        expected = first + second
+    assert [c.text for c in drawn] == [c.text for c in expected]
 
 
 def test_the_actions_baseline_stops_each_row_when_its_json_object_closes():
