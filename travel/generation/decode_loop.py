@@ -15,6 +15,9 @@ the slot's suffix after it. The forward of a jump iteration then takes up to `ju
 (travel/generation/kernels/jump_step.py). Every decision is taken at the same point of a row's output either way,
 and seeded draws are keyed by the row's generated-token count, so both modes give the same tokens.
 
+A call's generator draws can split among random streams (`StreamDraws`), one generator per group of candidates,
+each drawing what a call of its candidates alone would.
+
 With `compiled` both functions run through torch.compile (`hardware.compile_decode`), which fuses their ~130 small
 kernels per iteration into a few; `bench/decode_loop.py --compile-loop` times the loop alone both ways
 (docs/performance.md).
@@ -22,9 +25,7 @@ kernels per iteration into a few; `bench/decode_loop.py --compile-loop` times th
 
 from __future__ import annotations
 
-from typing import Any
-
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -54,14 +55,14 @@ class StreamDraws:
         for _, generator in streams:
             if generator.device.type != device.type:
                 raise ValueError(f"a stream's generator is on {generator.device} but the model is on {device}")
-        self.rows: list[torch.Tensor] = []
         self.generators = [generator for _, generator in streams]
+        self._host_rows: list[torch.Tensor] = []
         offset = 0
-        for count, _ in streams:
+        for count in counts:
             rows = [request * k + offset + j for request in range(requests) for j in range(count)]
-            self.rows.append(torch.tensor(rows, dtype=torch.long, device=device))
+            self._host_rows.append(torch.tensor(rows, dtype=torch.long))
             offset += count
-        self._host_rows = [rows.cpu() for rows in self.rows]
+        self.rows = [rows.to(device) for rows in self._host_rows]
         self.live = list(range(len(streams)))
 
     def __call__(self, probabilities: torch.Tensor) -> torch.Tensor:
