@@ -4,6 +4,7 @@ separate calls, in fewer calls."""
 import pytest
 import torch
 
+from bench.measure import DecoderCalls
 from tests.fixtures import fixture_row
 from travel.agents.layouts import build_layout
 from travel.agents.models import build_tiny_random
@@ -18,15 +19,6 @@ GENERATION = {"max_new_tokens": 400, "max_value_tokens": 3, "temperature": 1.0, 
 def collected(shared: bool, batch_size: int, counts: tuple[int, int]):
     """(target token ids, comparator token ids, rewards, decoder calls per policy, generator states after)."""
     layout = build_layout(build_tiny_random, HARDWARE, GENERATION, learning_rate=2e-5, seed=0)
-    calls = [[] for _ in layout.actors]
-    for actor, record in zip(layout.actors, calls):
-        generate = actor.decoder.generate
-
-        def counted(requests, num_candidates, *args, _generate=generate, _record=record, **kwargs):
-            _record.append(num_candidates)
-            return _generate(requests, num_candidates, *args, **kwargs)
-
-        actor.decoder.generate = counted
     spec = ComparatorSpec(name="current_copy", policy="current_copy", devices=("cpu", "cpu"))
     comparator = Comparator(spec, seed=3, actor_devices=["cpu", "cpu"])
     row = fixture_row()
@@ -45,9 +37,11 @@ def collected(shared: bool, batch_size: int, counts: tuple[int, int]):
 
         PolicySource.joint_candidates = kept
         try:
-            _, target_rewards, comparator_rewards = collect_row_pairs(row, target, settings, comparator=source)
+            with DecoderCalls([layout.actors[0].decoder]) as first, DecoderCalls([layout.actors[1].decoder]) as second:
+                _, target_rewards, comparator_rewards = collect_row_pairs(row, target, settings, comparator=source)
         finally:
             PolicySource.joint_candidates = original
+    calls = [[call["candidates"] for call in recorder.calls] for recorder in (first, second)]
     streams = [actor.generator.get_state() for actor in layout.actors] + [comparator.stream.generator("cpu").get_state()]
     return pools["target"], pools["comparator"], (target_rewards, comparator_rewards), calls, streams
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 from travel.algorithms.core.config import PAIR_SELECTIONS
@@ -154,7 +155,7 @@ class PolicySource(JointRolloutSampler):
             )
         return joint
 
-    def shares_calls_with(self, comparator: "JointSource") -> bool:
+    def shares_calls_with(self, comparator: Optional["JointSource"]) -> bool:
         """Whether every comparator policy samples through this source's decoder of the same policy (a
         current_copy comparator on the actors' devices) with a random stream of its own, so that a row's
         target and comparator candidates can come from the same decoder calls."""
@@ -173,15 +174,17 @@ class PolicySource(JointRolloutSampler):
         """A row's target and comparator candidates from shared decoder calls (`shares_calls_with`): call i of a
         policy holds the target's i-th generation batch and the comparator's i-th, each drawn from its own
         random stream, so both are the candidates that separate calls would give, over one prompt fill."""
+        calls = list(zip_longest(
+            generation_chunks(num_candidates, self.batch_size),
+            generation_chunks(comparator_candidates, comparator.batch_size),
+            fillvalue=0,
+        ))
         targets, comparators = [], []
         for own, theirs in zip(self.policies, comparator.policies):
             request = own.request(row)  # type: ignore[attr-defined]
-            mine = generation_chunks(num_candidates, self.batch_size) if num_candidates else []
-            other = generation_chunks(comparator_candidates, comparator.batch_size) if comparator_candidates else []
+            generators = (own.generator, theirs.generator)  # type: ignore[attr-defined]
             sampled: tuple[list[Any], list[Any]] = ([], [])
-            for call in range(max(len(mine), len(other))):
-                sizes = (mine[call] if call < len(mine) else 0, other[call] if call < len(other) else 0)
-                generators = (own.generator, theirs.generator)  # type: ignore[attr-defined]
+            for sizes in calls:
                 streams = [(size, generator) for size, generator in zip(sizes, generators) if size]
                 (candidates,) = own.decoder.generate(  # type: ignore[attr-defined]
                     [request], sum(sizes), return_logprobs=True, streams=streams
@@ -243,11 +246,6 @@ def _scored(row: "TravelRow", candidates: list[JointCandidate], score: ScoreFn, 
     return [float(r.reward) for r in results]
 
 
-def shares_calls(target: JointSource, comparator: Optional[JointSource]) -> bool:
-    """Whether `target` can sample a row's comparator candidates in its own decoder calls (PolicySource.sample_with)."""
-    return isinstance(target, PolicySource) and comparator is not None and target.shares_calls_with(comparator)
-
-
 def collect_row_pairs(
     row: "TravelRow",
     target: JointSource,
@@ -262,9 +260,10 @@ def collect_row_pairs(
     score = score or _default_score
     if settings.comparator_num_candidates and comparator is None:
         raise PreferenceError("comparator candidates requested but no comparator source was given")
-    if settings.comparator_num_candidates and settings.shared_comparator_calls and shares_calls(target, comparator):
-        pools = dict(zip((TARGET, COMPARATOR), target.sample_with(  # type: ignore[attr-defined]
-            comparator, row, settings.num_candidates, settings.comparator_num_candidates
+    shared = isinstance(target, PolicySource) and target.shares_calls_with(comparator)
+    if settings.comparator_num_candidates and settings.shared_comparator_calls and shared:
+        pools = dict(zip((TARGET, COMPARATOR), target.sample_with(
+            comparator, row, settings.num_candidates, settings.comparator_num_candidates  # type: ignore[arg-type]
         )))
     else:
         pools = {TARGET: target.sample(row, settings.num_candidates)}

@@ -223,7 +223,7 @@ def joint_dpo_update(
         ((deltas_0, grad_norm),) = actors.update_each(
             lambda actor: step(actor, lambda model: accumulate_single_policy_gradients(model, batch, beta, logprob))
         )
-        deltas, grad_norms = [deltas_0], [grad_norm]
+        deltas, grad_norms, joint = [deltas_0], [grad_norm], deltas_0
     else:
 
         def detached(actor: Any) -> list[tuple[float, float]]:
@@ -232,14 +232,14 @@ def joint_dpo_update(
 
         per_role = actors.update_each(detached)
         deltas = [[w - l for w, l in role] for role in per_role]  # roles x pairs
-        coefficients = pair_coefficients([math.fsum(column) for column in zip(*deltas)], beta)
+        joint = [math.fsum(column) for column in zip(*deltas)]
+        coefficients = pair_coefficients(joint, beta)
         stepped = actors.update_each(
             lambda actor: step(
                 actor, lambda model: accumulate_role_gradients(model, batch, actor.agent_id, coefficients, logprob)
             )
         )
         grad_norms = [norm for _, norm in stepped]
-    joint = [math.fsum(column) for column in zip(*deltas)]
     return DPOStep(
         loss=joint_loss_value(joint, beta),
         pairs=len(batch),
