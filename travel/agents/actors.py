@@ -81,6 +81,17 @@ class Actor:
         )
         return [list(group) for group in groups]
 
+    @torch.no_grad()
+    def sample_streams(self, row: "TravelRow", streams: Sequence[tuple[int, torch.Generator]]) -> list[Any]:
+        """One decoder call for `row` whose candidates split among random streams ((count, generator) pairs, such
+        as this actor's own generator beside a current_copy comparator's): each stream's candidates are those a
+        call with it alone would give, over one prompt fill."""
+        self.model.eval()
+        (candidates,) = self.decoder.generate(
+            [self.request(row)], sum(count for count, _ in streams), return_logprobs=True, streams=streams
+        )
+        return list(candidates)
+
     def to(self, device: torch.device | str) -> None:
         """Move model and optimizer state; a GPU actor sent to the CPU is parked in the stash when it has one."""
         device = torch.device(device)

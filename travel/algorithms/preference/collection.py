@@ -163,6 +163,7 @@ class PolicySource(JointRolloutSampler):
             return False
         return all(
             getattr(theirs, "decoder", None) is getattr(own, "decoder", False)
+            and hasattr(own, "sample_streams")
             and getattr(own, "generator", None) is not None
             and getattr(theirs, "generator", None) not in (None, own.generator)
             for own, theirs in zip(self.policies, comparator.policies)
@@ -181,14 +182,11 @@ class PolicySource(JointRolloutSampler):
         ))
         targets, comparators = [], []
         for own, theirs in zip(self.policies, comparator.policies):
-            request = own.request(row)  # type: ignore[attr-defined]
             generators = (own.generator, theirs.generator)  # type: ignore[attr-defined]
             sampled: tuple[list[Any], list[Any]] = ([], [])
             for sizes in calls:
                 streams = [(size, generator) for size, generator in zip(sizes, generators) if size]
-                (candidates,) = own.decoder.generate(  # type: ignore[attr-defined]
-                    [request], sum(sizes), return_logprobs=True, streams=streams
-                )
+                candidates = own.sample_streams(row, streams)  # type: ignore[attr-defined]
                 self._check_call(own, row, len(candidates), sum(sizes))
                 sampled[0].extend(candidates[: sizes[0]])
                 sampled[1].extend(candidates[sizes[0] :])
